@@ -1,0 +1,81 @@
+"""arkvory-sched: admit whole download sessions, queue the rest, tell every client when.
+
+The public surface is this namespace; modules starting with ``_`` are private.
+"""
+
+from __future__ import annotations
+
+from ._classes import DownloadClass, PrincipalKind, applied_class, default_class
+from ._clock import Clock, SystemClock
+from ._exceptions import (
+    ArkvoryError,
+    ConfigurationError,
+    InvalidRequestError,
+    SchedulerClosedError,
+    SettingsError,
+)
+from ._memory import InMemoryDownloadScheduler
+from ._model import (
+    Admission,
+    Admitted,
+    ByteRange,
+    ClassStats,
+    Decision,
+    Delivered,
+    DeliveryOutcome,
+    DownloadRequest,
+    Failed,
+    Grant,
+    HistogramSnapshot,
+    Interrupted,
+    Queued,
+    RangeKind,
+    RejectReason,
+    Rejected,
+    SchedulerStats,
+    TickReport,
+)
+from ._port import DownloadScheduler
+from ._settings import SchedulerSettings, Strategy
+from ._ticking import next_tick_delay, run_tick_loop
+from ._tickets import TicketSigner, generate_key
+
+__all__ = [
+    "Admission",
+    "Admitted",
+    "ArkvoryError",
+    "ByteRange",
+    "ClassStats",
+    "Clock",
+    "ConfigurationError",
+    "Decision",
+    "Delivered",
+    "DeliveryOutcome",
+    "DownloadClass",
+    "DownloadRequest",
+    "DownloadScheduler",
+    "Failed",
+    "Grant",
+    "HistogramSnapshot",
+    "InMemoryDownloadScheduler",
+    "Interrupted",
+    "InvalidRequestError",
+    "PrincipalKind",
+    "Queued",
+    "RangeKind",
+    "RejectReason",
+    "Rejected",
+    "SchedulerClosedError",
+    "SchedulerSettings",
+    "SchedulerStats",
+    "SettingsError",
+    "Strategy",
+    "SystemClock",
+    "TicketSigner",
+    "TickReport",
+    "applied_class",
+    "default_class",
+    "generate_key",
+    "next_tick_delay",
+    "run_tick_loop",
+]

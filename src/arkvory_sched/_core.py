@@ -1,0 +1,941 @@
+"""The pure scheduling core: sessions, slots, queue, estimates — no I/O, no sleeps.
+
+Rules of this file:
+
+* Time comes from the injected :class:`Clock` and nowhere else; the queue runs on its
+  monotonic side, tickets and announced start times on its wall side (R-RES-5).
+* Every public method finishes in O(log n) of the waiting count, except ``tick`` which is
+  proportional to what changed (expirations, promotions, marks) plus the active slots,
+  and ``configure`` when it must re-key the queue for another strategy.
+* Nothing grows without a bound: a request beyond a limit is answered ``Rejected``.
+
+The async :class:`InMemoryDownloadScheduler` wraps this class; the simulation and the
+hypothesis state machine drive it directly.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import heapq
+import math
+import re
+from dataclasses import dataclass, field
+
+from ._classes import DownloadClass, applied_class, default_class
+from ._clock import Clock
+from ._exceptions import InvalidRequestError
+from ._fairqueue import CLASS_COUNT, FairQueue
+from ._histogram import Histogram
+from ._intervals import DeliveredRanges
+from ._model import (
+    Admitted,
+    ByteRange,
+    ClassStats,
+    Decision,
+    Delivered,
+    DeliveryOutcome,
+    DownloadRequest,
+    Grant,
+    HistogramSnapshot,
+    Queued,
+    RejectReason,
+    Rejected,
+    SchedulerStats,
+)
+from ._rate import PeakRateMeter
+from ._request_queue import RequestQueue
+from ._session import (
+    MAX_DOWNLOAD_ID_LENGTH,
+    PrincipalRecord,
+    Session,
+    SessionState,
+    session_key,
+)
+from ._settings import SchedulerSettings, Strategy
+from ._tickets import TicketSigner
+
+__all__ = ["PendingRequest", "SchedulerCore", "TickOutcome"]
+
+# Timing constants of the design (SPEC §3, §6, §8). Not settings: they shape the protocol.
+PAUSE_RETENTION_SECONDS = 600.0  # R-SESS-9
+TAIL_ONLY_HOLD_SECONDS = 5.0  # R-SESS-10
+FINISHING_SOON_SECONDS = 5.0  # R-SESS-12
+PREEMPT_MIN_HOLD_SECONDS = 60.0  # R-PREEMPT-1
+NEWCOMER_CHECK_SECONDS = 2.0  # R-EST-3
+MIN_CHECK_SECONDS = 2.0
+HEAD_MIN_CHECK_SECONDS = 1.0
+MAX_CHECK_SECONDS = 300.0
+NO_SHOW_MARGIN_SECONDS = 30.0  # R-SESS-7: how late a client may come back
+SHUTDOWN_RETRY_SECONDS = 5
+ESTIMATE_SPREAD = 0.12  # the announced interval is ±12 % of the wait …
+ESTIMATE_MIN_SPREAD_SECONDS = 2.0  # … and never narrower than ±2 s
+FALLBACK_RATE = 100 * 1024 * 1024  # bytes/s assumed before anything was measured
+MARK_SCAN_SLACK = 4096
+BACKUP_GRACE_SECONDS = 1.5  # one poll period of the first marked waiters, plus jitter
+_DOWNLOAD_ID = re.compile(r"[A-Za-z0-9._:~+/=-]+")
+
+
+@dataclass(slots=True)
+class _GrantState:
+    session: Session | None  # None for a per-request grant
+    byte_range: ByteRange | None
+    started: float
+    last_progress: float
+    progressed: int = 0
+    download_class: DownloadClass = DownloadClass.RELEASE
+
+
+@dataclass(frozen=True, slots=True)
+class PendingRequest:
+    """A per-request admission that must wait: the async wrapper waits on ``waiter_id``."""
+
+    waiter_id: int
+    principal: str
+    download_class: DownloadClass
+
+
+@dataclass(frozen=True, slots=True)
+class TickOutcome:
+    expired: int
+    idle_released: int
+    promoted: int
+    marked: int
+    preempted: bool
+
+
+@dataclass(slots=True)
+class _Counters:
+    admitted: int = 0
+    completed: int = 0
+    no_shows: int = 0
+    idle_releases: int = 0
+    preemptions: int = 0
+    rejections: dict[RejectReason, int] = field(default_factory=dict)
+
+
+class SchedulerCore:
+    """Deterministic download-session scheduler (the in-memory implementation's brain)."""
+
+    def __init__(
+        self,
+        settings: SchedulerSettings,
+        clock: Clock,
+        signer: TicketSigner | None = None,
+    ) -> None:
+        self._settings = settings
+        self._clock = clock
+        self._signer = signer
+        self._queue = FairQueue(settings.strategy, settings.weights, settings.aging_minutes * 60)
+        self._sessions: dict[bytes, Session] = {}
+        self._principals: dict[str, PrincipalRecord] = {}
+        self._active: dict[bytes, Session] = {}
+        self._active_interactive = 0
+        self._grants: dict[int, _GrantState] = {}
+        self._next_token = 0
+        self._seq = 0
+        self._heap_counter = 0
+        self._expiry: list[tuple[float, int, int, Session]] = []
+        self._mark_epoch = 0
+        self._free_at_mark = 0
+        self._last_release = -math.inf
+        self._under_share_waiting = 0
+        self._pending_yield: Session | None = None
+        self._rate = PeakRateMeter()
+        self._last_rate = 0.0
+        self._waiting_bytes = 0
+        self._finish_table: list[float] = []
+        self._finish_table_at = -math.inf
+        self._by_class_waiting = [0] * CLASS_COUNT
+        self._by_class_active = [0] * CLASS_COUNT
+        self._by_class_paused = [0] * CLASS_COUNT
+        self._bytes_by_class = [0] * CLASS_COUNT
+        self._wait_histograms = [Histogram() for _ in range(CLASS_COUNT)]
+        self._estimate_error = Histogram()
+        self._requests = RequestQueue(
+            settings.max_downloads,
+            settings.transfer_queue_limit,
+            settings.transfer_queue_per_principal,
+        )
+        self._request_seconds = 1.0  # smoothed per-request response duration
+        self._counters = _Counters()
+        self._last_tick_seconds = 0.0
+        self._closed = False
+
+    # ================================================================ properties
+    @property
+    def settings(self) -> SchedulerSettings:
+        return self._settings
+
+    @property
+    def clock(self) -> Clock:
+        return self._clock
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def active_count(self) -> int:
+        return len(self._active)
+
+    @property
+    def waiting_count(self) -> int:
+        return len(self._queue)
+
+    @property
+    def session_count(self) -> int:
+        return len(self._sessions)
+
+    # ================================================================ admission
+    def admit(self, request: DownloadRequest) -> Decision | PendingRequest:
+        """Decide one GET (see ``DownloadScheduler.admit``); never blocks."""
+        now = self._clock.monotonic()
+        download_id = _validated_download_id(request.download_id)
+        base = request.base_class or default_class(request.principal_kind)
+        cls = applied_class(base, request.requested_class)
+        if not self._uses_sessions(request.object_size):
+            return self._admit_per_request(request.principal, cls, request.effective_range, now)
+        key = session_key(request.principal, request.object_id, download_id, request.client_address)
+        session = self._sessions.get(key)
+        byte_range = request.effective_range
+        if session is None:
+            return self._admit_new(request, key, cls, download_id is not None, byte_range, now)
+        if session.state is SessionState.ACTIVE:
+            if session.yield_requested and session.has_id:
+                self._requeue_yielded(session, now)
+                return self._queued(session, now, newcomer=False)
+            if session.in_flight >= self._settings.ranges_per_session:
+                return self._reject(RejectReason.RANGES_PER_SESSION, 1, session.base_class)
+            return self._admit_range(session, byte_range, now)
+        if self._closed:
+            return self._reject(RejectReason.SHUTTING_DOWN, SHUTDOWN_RETRY_SECONDS, cls)
+        if session.state is SessionState.PAUSED:
+            self._resume_paused(session, now)
+            if self._may_start_without_queue(session):
+                self._activate(session, now)
+                return self._admit_range(session, byte_range, now)
+            return self._queued(session, now, newcomer=False)
+        # WAITING: the client came back.
+        if self._may_take_marked_slot(session, now):
+            self._activate(session, now)
+            return self._admit_range(session, byte_range, now)
+        return self._queued(session, now, newcomer=False)
+
+    def _uses_sessions(self, size: int) -> bool:
+        settings = self._settings
+        return settings.strategy is not Strategy.SHARED and size > settings.session_min_bytes
+
+    def _admit_new(
+        self,
+        request: DownloadRequest,
+        key: bytes,
+        cls: DownloadClass,
+        has_id: bool,
+        byte_range: ByteRange | None,
+        now: float,
+    ) -> Decision:
+        settings = self._settings
+        if self._closed:
+            return self._reject(RejectReason.SHUTTING_DOWN, SHUTDOWN_RETRY_SECONDS, cls)
+        if len(self._sessions) >= settings.queue_limit:
+            return self._reject(RejectReason.QUEUE_FULL, self._busy_retry_after(), cls)
+        principal = self._principals.get(request.principal)
+        if principal is not None and principal.sessions >= settings.queue_per_principal:
+            return self._reject(RejectReason.PRINCIPAL_LIMIT, self._busy_retry_after(), cls)
+        if principal is None:
+            principal = PrincipalRecord(request.principal)
+            self._principals[request.principal] = principal
+        now_wall_ms = int(self._clock.wall() * 1000)
+        arrival_wall_ms = now_wall_ms
+        arrival = now
+        if self._signer is not None and request.ticket:
+            signed = self._signer.verify(request.ticket, key, now_wall_ms)
+            if signed is not None and signed <= now_wall_ms:
+                arrival_wall_ms = signed
+                arrival = now - (now_wall_ms - signed) / 1000.0
+        self._seq += 1
+        session = Session(
+            key=key,
+            principal=principal,
+            object_size=request.object_size,
+            base_class=cls,
+            has_id=has_id,
+            arrival=arrival,
+            arrival_wall_ms=arrival_wall_ms,
+            seq=self._seq,
+        )
+        self._sessions[key] = session
+        principal.sessions += 1
+        start_now = not self._queue and self._slot_free_for(session)
+        self._enqueue(session, now)
+        if start_now:
+            self._activate(session, now)
+            return self._admit_range(session, byte_range, now)
+        return self._queued(session, now, newcomer=True)
+
+    def _admit_range(self, session: Session, byte_range: ByteRange | None, now: float) -> Admitted:
+        session.in_flight += 1
+        session.last_activity = now
+        if byte_range is not None and not byte_range.is_tail_read(session.object_size):
+            if session.start_offset is None or byte_range.start < session.start_offset:
+                session.start_offset = byte_range.start
+        self._next_token += 1
+        token = self._next_token
+        self._grants[token] = _GrantState(
+            session, byte_range, now, now, download_class=session.base_class
+        )
+        self._counters.admitted += 1
+        grant = Grant(token, "session", session.base_class, byte_range, session.key)
+        return Admitted(grant, self._issue_ticket(session))
+
+    def _admit_per_request(
+        self,
+        principal: str,
+        cls: DownloadClass,
+        byte_range: ByteRange | None,
+        now: float,
+    ) -> Decision | PendingRequest:
+        if self._closed:
+            return self._reject(RejectReason.SHUTTING_DOWN, SHUTDOWN_RETRY_SECONDS, cls)
+        if self._requests.try_acquire():
+            return self.grant_per_request(cls, byte_range, now)
+        if self._settings.transfer_queue_wait_seconds <= 0:
+            return self._reject(RejectReason.REQUEST_QUEUE_FULL, self._request_retry_after(), cls)
+        waiter = self._requests.enqueue(principal)
+        if isinstance(waiter, RejectReason):
+            return self._reject(waiter, self._request_retry_after(), cls)
+        return PendingRequest(waiter, principal, cls)
+
+    def grant_per_request(
+        self, cls: DownloadClass, byte_range: ByteRange | None, now: float | None = None
+    ) -> Admitted:
+        """Issue a grant for a per-request place already counted as taken."""
+        started = self._clock.monotonic() if now is None else now
+        self._next_token += 1
+        token = self._next_token
+        self._grants[token] = _GrantState(None, byte_range, started, started, download_class=cls)
+        self._counters.admitted += 1
+        return Admitted(Grant(token, "per-request", cls, byte_range))
+
+    def cancel_pending(self, pending: PendingRequest) -> Rejected | None:
+        """The wait for a per-request place ran out. None if it was promoted meanwhile."""
+        if not self._requests.cancel(pending.waiter_id):
+            return None
+        return self._reject(
+            RejectReason.REQUEST_WAIT_EXPIRED, self._request_retry_after(), pending.download_class
+        )
+
+    # ================================================================ delivery
+    def report(self, grant: Grant, outcome: DeliveryOutcome) -> list[int]:
+        """Record how a response ended. Returns per-request waiters promoted into places."""
+        state = self._grants.pop(grant.token, None)
+        if state is None:
+            return []
+        now = self._clock.monotonic()
+        if isinstance(outcome, Delivered):
+            counted = outcome.byte_range or state.byte_range
+            sent = counted.length if counted is not None else 0
+        else:
+            counted = None
+            sent = outcome.bytes_sent
+        self._record_bytes(state, max(0, sent - state.progressed), now)
+        session = state.session
+        if session is None:
+            duration = max(0.0, now - state.started)
+            self._request_seconds = 0.8 * self._request_seconds + 0.2 * max(duration, 0.01)
+            return self._requests.release()
+        session.in_flight = max(0, session.in_flight - 1)
+        session.last_activity = now
+        if counted is not None:
+            if session.delivered is None:
+                session.delivered = DeliveredRanges()
+            session.delivered.add(counted.start, counted.end)
+        if session.state is not SessionState.GONE and session.is_complete():
+            self._complete(session)
+        return []
+
+    def progress(self, grant: Grant, nbytes: int) -> None:
+        state = self._grants.get(grant.token)
+        if state is None or nbytes <= 0:
+            return
+        now = self._clock.monotonic()
+        self._record_bytes(state, nbytes, now)
+        state.progressed += nbytes
+        if state.session is not None:
+            state.session.last_activity = now
+
+    def _record_bytes(self, state: _GrantState, nbytes: int, now: float) -> None:
+        if nbytes <= 0:
+            return
+        self._rate.record(state.last_progress, now, nbytes)
+        state.last_progress = now
+        self._bytes_by_class[state.download_class.rank] += nbytes
+
+    # ================================================================ tick
+    def tick(self) -> TickOutcome:
+        """Expire, release idle slots, age, preempt, mark; see module rules."""
+        now = self._clock.monotonic()
+        expired = self._expire(now)
+        idle = self._release_idle(now)
+        promoted = self._queue.promote_aged(now)
+        self._refresh_finish_table(now)
+        preempted = self._maybe_preempt(now)
+        marked = self._mark_waiters(now)
+        return TickOutcome(expired, idle, promoted, marked, preempted)
+
+    def record_tick_duration(self, seconds: float) -> None:
+        self._last_tick_seconds = seconds
+
+    @property
+    def last_tick_seconds(self) -> float:
+        return self._last_tick_seconds
+
+    def _expire(self, now: float) -> int:
+        expired = 0
+        heap = self._expiry
+        while heap and heap[0][0] <= now:
+            _, _, generation, session = heapq.heappop(heap)
+            if generation != session.wait_gen:
+                continue
+            if session.state is SessionState.WAITING:
+                if session.no_show_at > now:
+                    self._push_expiry(session, session.no_show_at)
+                    continue
+                self._dequeue(session)
+                self._forget(session)
+                self._counters.no_shows += 1
+                expired += 1
+            elif session.state is SessionState.PAUSED:
+                if session.paused_until > now:
+                    self._push_expiry(session, session.paused_until)
+                    continue
+                self._by_class_paused[session.base_class.rank] -= 1
+                self._forget(session)
+                expired += 1
+        return expired
+
+    def _release_idle(self, now: float) -> int:
+        idle_seconds = self._settings.idle_seconds
+        tail_hold = min(TAIL_ONLY_HOLD_SECONDS, idle_seconds)
+        released = 0
+        for session in list(self._active.values()):
+            if session.in_flight:
+                continue
+            limit = tail_hold if session.start_offset is None else idle_seconds
+            if now - session.last_activity > limit:
+                self._pause(session, now)
+                self._counters.idle_releases += 1
+                released += 1
+        return released
+
+    def _maybe_preempt(self, now: float) -> bool:
+        """R-PREEMPT-1..3: at most one yield per tick, only for a head still without a slot."""
+        settings = self._settings
+        if not settings.preempt:
+            return False
+        pending = self._pending_yield
+        if pending is not None:
+            if pending.state is SessionState.ACTIVE and pending.yield_requested:
+                return False
+            self._pending_yield = None
+        head = self._first_eligible_waiter()
+        if head is None or self._slot_free_for(head):
+            return False
+        share = settings.per_principal
+        head_rank = head.queue_rank
+        head_below_share = head.principal.active < share
+        victim: Session | None = None
+        for session in self._active.values():
+            if not session.has_id or session.yield_requested:
+                continue
+            if session.principal is head.principal:
+                continue
+            if now - session.slot_since < PREEMPT_MIN_HOLD_SECONDS:
+                continue
+            lower_class = session.base_class.rank > head_rank
+            above_share = head_below_share and session.principal.active > share
+            if not (lower_class or above_share):
+                continue
+            if not head.interactive and session.interactive:
+                continue
+            if victim is None or (session.base_class.rank, -session.slot_since) > (
+                victim.base_class.rank,
+                -victim.slot_since,
+            ):
+                victim = session
+        if victim is None:
+            return False
+        victim.yield_requested = True
+        victim.blocked_by = head
+        self._pending_yield = victim
+        self._counters.preemptions += 1
+        return True
+
+    def _first_eligible_waiter(self) -> Session | None:
+        scanned = 0
+        for session in self._queue.iter_fair():
+            scanned += 1
+            if scanned > MARK_SCAN_SLACK:
+                return None
+            if self._blocked(session) or self._over_share_with_contenders(session):
+                continue
+            return session
+        return None
+
+    def _mark_waiters(self, now: float) -> int:
+        """R-SESS-12: mark twice as many waiters as there are (soon) free slots."""
+        self._mark_epoch += 1
+        settings = self._settings
+        soon_total = 0
+        soon_ni = 0
+        horizon = now + FINISHING_SOON_SECONDS
+        per_session_rate = self._current_rate() / max(1, len(self._active))
+        for session in self._active.values():
+            if session.yield_requested or (
+                session.in_flight == 0 and session.remaining_bytes() == 0
+            ):
+                soon_total += 1
+                soon_ni += not session.interactive
+            elif now + session.remaining_bytes() / per_session_rate <= horizon:
+                soon_total += 1
+                soon_ni += not session.interactive
+        active_ni = len(self._active) - self._active_interactive
+        free_total = settings.sessions - len(self._active) + soon_total
+        free_ni = settings.sessions - settings.reserve - active_ni + soon_ni
+        self._free_at_mark = max(0, free_total)
+        if free_total <= 0 or not self._queue:
+            return 0
+        budget = 2 * free_total
+        budget_ni = 2 * max(0, free_ni)
+        allowed = [True, budget_ni > 0, budget_ni > 0, budget_ni > 0]
+        limit = 4 * budget + MARK_SCAN_SLACK
+        marked = 0
+        for scanned, session in enumerate(self._queue.iter_fair(allowed)):
+            if scanned >= limit:
+                break
+            if self._blocked(session) or self._over_share_with_contenders(session):
+                continue
+            session.mark = self._mark_epoch
+            session.mark_backup = marked >= free_total
+            marked += 1
+            budget -= 1
+            if not session.interactive:
+                budget_ni -= 1
+                if budget_ni <= 0:
+                    allowed[1] = allowed[2] = allowed[3] = False
+            if budget <= 0:
+                break
+        return marked
+
+    # ================================================================ slots
+    def _slot_free_for(self, session: Session) -> bool:
+        settings = self._settings
+        if len(self._active) >= settings.sessions:
+            return False
+        if not session.interactive:
+            active_ni = len(self._active) - self._active_interactive
+            if active_ni >= settings.sessions - settings.reserve:
+                return False
+        return not self._over_share_with_contenders(session)
+
+    def _over_share_with_contenders(self, session: Session) -> bool:
+        """R-CLASS-5: beyond its share only while no other principal's waiter contends."""
+        principal = session.principal
+        if principal.active < self._settings.per_principal:
+            return False
+        return self._under_share_waiting > 0
+
+    def _blocked(self, session: Session) -> bool:
+        """R-PREEMPT-2: a yielder takes no slot while the head it yielded to waits."""
+        head = session.blocked_by
+        if head is None:
+            return False
+        if head.state is SessionState.WAITING:
+            return True
+        session.blocked_by = None
+        return False
+
+    def _may_take_marked_slot(self, session: Session, now: float) -> bool:
+        if session.mark != self._mark_epoch or self._blocked(session):
+            return False
+        if session.mark_backup and now - self._last_release < BACKUP_GRACE_SECONDS:
+            # The first marked waiters poll every second; a back-up takes a freed slot
+            # only when none of them came for it within one such poll period.
+            return False
+        return self._slot_free_for(session)
+
+    def _may_start_without_queue(self, session: Session) -> bool:
+        """A resumed session starts at once only if nobody else waits (R-SESS-9)."""
+        return len(self._queue) == 1 and self._slot_free_for(session)
+
+    # ================================================================ transitions
+    def _share_account(self, principal: PrincipalRecord, sign: int) -> None:
+        if principal.active < self._settings.per_principal:
+            self._under_share_waiting += sign * principal.waiting
+
+    def _enqueue(self, session: Session, now: float) -> None:
+        principal = session.principal
+        self._share_account(principal, -1)
+        principal.waiting += 1
+        self._share_account(principal, +1)
+        session.state = SessionState.WAITING
+        session.queue_rank = session.base_class.rank
+        session.waiting_since = now
+        session.check_at = now + NEWCOMER_CHECK_SECONDS
+        session.no_show_at = session.check_at + NO_SHOW_MARGIN_SECONDS
+        session.wait_gen += 1
+        self._queue.add(session)
+        self._by_class_waiting[session.base_class.rank] += 1
+        self._waiting_bytes += session.object_size
+        self._push_expiry(session, session.no_show_at)
+
+    def _dequeue(self, session: Session, granted: bool = False) -> None:
+        principal = session.principal
+        self._share_account(principal, -1)
+        principal.waiting -= 1
+        self._share_account(principal, +1)
+        if granted:
+            self._queue.granted(session)
+        else:
+            self._queue.remove(session)
+        self._by_class_waiting[session.base_class.rank] -= 1
+        self._waiting_bytes -= session.object_size
+        session.wait_gen += 1
+
+    def _activate(self, session: Session, now: float) -> None:
+        self._dequeue(session, granted=True)
+        principal = session.principal
+        self._share_account(principal, -1)
+        principal.active += 1
+        self._share_account(principal, +1)
+        session.state = SessionState.ACTIVE
+        session.slot_since = now
+        session.last_activity = now
+        session.blocked_by = None
+        session.yield_requested = False
+        session.mark = -1
+        if session.delivered is None:
+            session.delivered = DeliveredRanges()
+        self._active[session.key] = session
+        rank = session.base_class.rank
+        self._by_class_active[rank] += 1
+        if session.interactive:
+            self._active_interactive += 1
+        self._wait_histograms[rank].observe(max(0.0, now - session.waiting_since))
+        if session.first_estimate is not None:
+            self._estimate_error.observe(abs(now - session.first_estimate))
+            session.first_estimate = None
+        pending = self._pending_yield
+        if pending is not None and pending.blocked_by is session:
+            # The head got a slot some other way: the yield is no longer needed.
+            pending.yield_requested = False
+            pending.blocked_by = None
+            self._pending_yield = None
+
+    def _release_slot(self, session: Session) -> None:
+        del self._active[session.key]
+        self._last_release = self._clock.monotonic()
+        principal = session.principal
+        self._share_account(principal, -1)
+        principal.active -= 1
+        self._share_account(principal, +1)
+        self._by_class_active[session.base_class.rank] -= 1
+        if session.interactive:
+            self._active_interactive -= 1
+        if self._pending_yield is session:
+            self._pending_yield = None
+
+    def _pause(self, session: Session, now: float) -> None:
+        """R-SESS-9/10: free the slot but keep arrival and delivered ranges for 10 minutes."""
+        self._release_slot(session)
+        session.state = SessionState.PAUSED
+        session.yield_requested = False
+        session.paused_until = now + PAUSE_RETENTION_SECONDS
+        session.wait_gen += 1
+        self._by_class_paused[session.base_class.rank] += 1
+        self._push_expiry(session, session.paused_until)
+
+    def _resume_paused(self, session: Session, now: float) -> None:
+        self._by_class_paused[session.base_class.rank] -= 1
+        session.aging_since = now
+        self._enqueue(session, now)
+
+    def _requeue_yielded(self, session: Session, now: float) -> None:
+        """A preempted protocol client yields at a range boundary: it waits again, keeping
+        its arrival but not its accumulated aging, blocked while the head waits."""
+        head = session.blocked_by
+        self._release_slot(session)
+        session.yield_requested = False
+        session.aging_since = now
+        self._enqueue(session, now)
+        session.blocked_by = head
+        if head is not None and head.state is SessionState.WAITING:
+            head.mark = self._mark_epoch
+
+    def _complete(self, session: Session) -> None:
+        if session.state is SessionState.ACTIVE:
+            self._release_slot(session)
+        elif session.state is SessionState.WAITING:
+            self._dequeue(session)
+        elif session.state is SessionState.PAUSED:
+            self._by_class_paused[session.base_class.rank] -= 1
+        self._forget(session)
+        self._counters.completed += 1
+
+    def _forget(self, session: Session) -> None:
+        session.state = SessionState.GONE
+        session.wait_gen += 1
+        del self._sessions[session.key]
+        principal = session.principal
+        principal.sessions -= 1
+        if principal.sessions == 0:
+            del self._principals[principal.name]
+
+    def _push_expiry(self, session: Session, when: float) -> None:
+        self._heap_counter += 1
+        heapq.heappush(self._expiry, (when, self._heap_counter, session.wait_gen, session))
+
+    # ================================================================ estimates
+    def _current_rate(self) -> float:
+        now = self._clock.monotonic()
+        peak = self._rate.peak(now)
+        if peak > 0:
+            self._last_rate = peak
+        rate = peak or self._last_rate or FALLBACK_RATE
+        bandwidth = self._settings.bandwidth
+        if bandwidth is not None:
+            rate = max(rate, float(bandwidth))
+        return rate
+
+    def _refresh_finish_table(self, now: float) -> None:
+        """When each slot frees, from the remaining bytes of active sessions (R-EST-1)."""
+        per_session_rate = self._current_rate() / max(1, len(self._active))
+        finishes = [
+            now + session.remaining_bytes() / per_session_rate for session in self._active.values()
+        ]
+        finishes.extend([now] * max(0, self._settings.sessions - len(finishes)))
+        finishes.sort()
+        self._finish_table = finishes
+        self._finish_table_at = now
+
+    def _estimate_start(self, session: Session, ahead: int, now: float) -> float:
+        settings = self._settings
+        if now - self._finish_table_at > 1.0:
+            self._refresh_finish_table(now)
+        usable = settings.sessions if session.interactive else settings.sessions - settings.reserve
+        usable = max(1, usable)
+        table = self._finish_table[:usable] or [now]
+        usable = len(table)
+        waiting = max(1, len(self._queue))
+        mean_size = self._waiting_bytes / waiting
+        service = mean_size * usable / self._current_rate()
+        cycles, index = divmod(ahead, usable)
+        start = table[index] + cycles * service
+        return max(now, start)
+
+    def _queued(self, session: Session, now: float, *, newcomer: bool) -> Queued:
+        ahead = self._queue.ahead_of(session)
+        start = self._estimate_start(session, ahead, now)
+        wait = start - now
+        marked = session.mark == self._mark_epoch
+        if newcomer:
+            delay = NEWCOMER_CHECK_SECONDS
+        else:
+            floor = HEAD_MIN_CHECK_SECONDS if ahead == 0 or marked else MIN_CHECK_SECONDS
+            delay = min(MAX_CHECK_SECONDS, max(floor, wait / 2 * _jitter(session.key)))
+            if marked and ahead < self._free_at_mark:
+                # Marked for a slot that is (about to be) free: come at once. Marked
+                # back-ups further down keep their pace, so they rarely overtake.
+                delay = HEAD_MIN_CHECK_SECONDS
+            if session.first_estimate is None and session.blocked_by is None:
+                session.first_estimate = start
+        session.check_at = now + delay
+        session.no_show_at = session.check_at + max(NO_SHOW_MARGIN_SECONDS, delay)
+        spread = max(ESTIMATE_MIN_SPREAD_SECONDS, ESTIMATE_SPREAD * wait)
+        wall_offset = self._clock.wall() - now
+        return Queued(
+            position=None if newcomer else ahead + 1,
+            starts_at=start + wall_offset,
+            starts_earliest=max(now, start - spread) + wall_offset,
+            starts_latest=start + spread + wall_offset,
+            check_at=session.check_at + wall_offset,
+            retry_after=max(1, math.ceil(delay)),
+            download_class=session.base_class,
+            ticket=self._issue_ticket(session),
+        )
+
+    def _issue_ticket(self, session: Session) -> str | None:
+        if self._signer is None:
+            return None
+        now_ms = max(int(self._clock.wall() * 1000), session.arrival_wall_ms)
+        return self._signer.issue(session.key, session.arrival_wall_ms, now_ms)
+
+    def _busy_retry_after(self) -> int:
+        """An honest wait for a full queue: until about one slot turns over."""
+        rate = self._current_rate()
+        mean = self._waiting_bytes / max(1, len(self._queue))
+        seconds = mean * max(1, self._settings.sessions) / rate / max(1, self._settings.sessions)
+        return int(min(MAX_CHECK_SECONDS, max(MIN_CHECK_SECONDS, math.ceil(seconds))))
+
+    def _request_retry_after(self) -> int:
+        """Per-request queue full: the time for the queue ahead to drain (never a fixed 2 s)."""
+        places = max(1, self._requests.max_active)
+        backlog = (self._requests.waiting + 1) / places
+        seconds = self._request_seconds * max(1.0, backlog)
+        return int(min(60, max(1, math.ceil(seconds))))
+
+    def _reject(self, reason: RejectReason, retry_after: int, cls: DownloadClass | None) -> Rejected:
+        rejections = self._counters.rejections
+        rejections[reason] = rejections.get(reason, 0) + 1
+        return Rejected(reason, retry_after, cls)
+
+    # ================================================================ control
+    def configure(self, settings: SchedulerSettings) -> None:
+        """Apply from the next decision on; env-only fields keep their start-up values."""
+        current = self._settings
+        settings = dataclasses.replace(
+            settings,
+            queue_limit=current.queue_limit,
+            queue_per_principal=current.queue_per_principal,
+            transfer_queue_limit=current.transfer_queue_limit,
+            transfer_queue_per_principal=current.transfer_queue_per_principal,
+            transfer_queue_wait_seconds=current.transfer_queue_wait_seconds,
+            hold_seconds=current.hold_seconds,
+            max_downloads=current.max_downloads,
+        )
+        self._settings = settings
+        self._queue.reconfigure(settings.strategy, settings.weights, settings.aging_minutes * 60)
+        self._under_share_waiting = sum(
+            principal.waiting
+            for principal in self._principals.values()
+            if principal.active < settings.per_principal
+        )
+        if not settings.preempt and self._pending_yield is not None:
+            self._pending_yield.yield_requested = False
+            self._pending_yield.blocked_by = None
+            self._pending_yield = None
+        self._mark_epoch += 1
+
+    def close(self) -> list[int]:
+        """Stop admitting new work; returns per-request waiters to wake with a refusal."""
+        self._closed = True
+        return self._requests.drain()
+
+    # ================================================================ stats
+    def stats(self) -> SchedulerStats:
+        now = self._clock.monotonic()
+        per_class: dict[DownloadClass, ClassStats] = {}
+        for rank in range(CLASS_COUNT):
+            cls = DownloadClass.by_rank(rank)
+            oldest = self._queue.oldest_waiting_since(rank)
+            per_class[cls] = ClassStats(
+                waiting=self._by_class_waiting[rank],
+                active=self._by_class_active[rank],
+                paused=self._by_class_paused[rank],
+                oldest_wait_seconds=0.0 if oldest is None else max(0.0, now - oldest),
+                bytes_delivered=self._bytes_by_class[rank],
+                wait_seconds=self._wait_histograms[rank].snapshot(),
+            )
+        empty_in: float | None = None
+        if self._queue:
+            rate = self._current_rate()
+            active_bytes = sum(session.remaining_bytes() for session in self._active.values())
+            empty_in = (self._waiting_bytes + active_bytes) / rate
+        settings = self._settings
+        return SchedulerStats(
+            strategy=settings.strategy.value,
+            admission="per-request" if settings.strategy is Strategy.SHARED else "session",
+            sessions_limit=settings.sessions,
+            per_class=per_class,
+            request_active=self._requests.active,
+            request_waiting=self._requests.waiting,
+            admitted_total=self._counters.admitted,
+            completed_total=self._counters.completed,
+            no_shows_total=self._counters.no_shows,
+            idle_releases_total=self._counters.idle_releases,
+            preemptions_total=self._counters.preemptions,
+            rejections_total=dict(self._counters.rejections),
+            estimate_error_seconds=self._estimate_error.snapshot(),
+            last_tick_seconds=self._last_tick_seconds,
+            delivery_rate=self._current_rate(),
+            queue_empty_in_seconds=empty_in,
+            closed=self._closed,
+        )
+
+    def estimate_error(self) -> HistogramSnapshot:
+        return self._estimate_error.snapshot()
+
+    # ================================================================ introspection
+    def debug_invariants(self) -> list[str]:
+        """Structural checks for tests; O(n). Returns the violated invariants."""
+        problems: list[str] = []
+        states = [s.state for s in self._sessions.values()]
+        if states.count(SessionState.ACTIVE) != len(self._active):
+            problems.append("active index out of sync")
+        if states.count(SessionState.WAITING) != len(self._queue):
+            problems.append("waiting index out of sync")
+        if sum(self._by_class_waiting) != len(self._queue):
+            problems.append("per-class waiting counters out of sync")
+        if sum(self._by_class_active) != len(self._active):
+            problems.append("per-class active counters out of sync")
+        if sum(self._by_class_paused) != states.count(SessionState.PAUSED):
+            problems.append("per-class paused counters out of sync")
+        interactive = sum(1 for s in self._active.values() if s.interactive)
+        if interactive != self._active_interactive:
+            problems.append("interactive counter out of sync")
+        share = self._settings.per_principal
+        expected_under = sum(p.waiting for p in self._principals.values() if p.active < share)
+        if expected_under != self._under_share_waiting:
+            problems.append("under-share waiting counter out of sync")
+        for principal in self._principals.values():
+            owned = [s for s in self._sessions.values() if s.principal is principal]
+            if len(owned) != principal.sessions:
+                problems.append(f"principal session count out of sync ({principal.sessions})")
+            if sum(s.state is SessionState.WAITING for s in owned) != principal.waiting:
+                problems.append("principal waiting count out of sync")
+            if sum(s.state is SessionState.ACTIVE for s in owned) != principal.active:
+                problems.append("principal active count out of sync")
+        for session in self._sessions.values():
+            if session.delivered is not None:
+                spans = session.delivered.intervals()
+                if len(spans) > 64:
+                    problems.append("more than 64 delivered intervals")
+                for (_, end), (start, _) in zip(spans, spans[1:], strict=False):
+                    if start <= end:
+                        problems.append("delivered intervals overlap or touch")
+        return problems
+
+    def grants_in_flight(self) -> int:
+        return len(self._grants)
+
+    def principal_active(self, principal: str) -> int:
+        record = self._principals.get(principal)
+        return 0 if record is None else record.active
+
+    def contenders_waiting(self) -> int:
+        return self._under_share_waiting
+
+    def active_noninteractive(self) -> int:
+        return len(self._active) - self._active_interactive
+
+
+def _validated_download_id(value: str | None) -> str | None:
+    """R-CLIENT-6 ids are client-made; bound them and refuse anything unprintable."""
+    if value is None:
+        return None
+    if not value or len(value) > MAX_DOWNLOAD_ID_LENGTH or not _DOWNLOAD_ID.fullmatch(value):
+        raise InvalidRequestError(
+            "download_id",
+            f"Arkvory-Download-Id must be 1..{MAX_DOWNLOAD_ID_LENGTH} characters of "
+            "letters, digits and ._:~+/=-",
+        )
+    return value
+
+
+def _jitter(key: bytes) -> float:
+    """A per-ticket factor in [0.8, 1.0): spreads polls so they do not arrive in a crowd.
+
+    It only ever shortens the halfway delay, so a client is never late for its estimate.
+    """
+    return 1.0 + 0.2 * (key[0] / 256.0)
+

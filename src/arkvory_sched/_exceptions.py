@@ -1,0 +1,56 @@
+"""Exceptions of ``arkvory_sched``.
+
+The whole tree::
+
+    ArkvoryError                 root of everything this package raises
+    ├── SettingsError            a setting cannot work (``field`` names it) — HTTP 400
+    │   └── ConfigurationError   … and it came from an environment variable (``variable``)
+    ├── InvalidRequestError      a request field is malformed (``field``) — HTTP 400
+    └── SchedulerClosedError     the scheduler was closed; no new admissions
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ArkvoryError",
+    "ConfigurationError",
+    "InvalidRequestError",
+    "SchedulerClosedError",
+    "SettingsError",
+]
+
+
+class ArkvoryError(Exception):
+    """Root of every exception raised by arkvory_sched."""
+
+
+class SettingsError(ArkvoryError, ValueError):
+    """A setting that cannot work; ``field`` is its settings name (e.g. ``reserve``)."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+
+
+class ConfigurationError(SettingsError):
+    """An environment variable with an unusable value; ``variable`` names it."""
+
+    def __init__(self, variable: str, field: str, message: str) -> None:
+        ArkvoryError.__init__(self, f"{variable}: {message}")
+        self.field = field
+        self.message = message
+        self.variable = variable
+
+
+class InvalidRequestError(ArkvoryError, ValueError):
+    """A malformed request field (a header value); ``field`` names it for the 400 answer."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+
+
+class SchedulerClosedError(ArkvoryError):
+    """Raised by calls that need a running scheduler after ``close()``."""

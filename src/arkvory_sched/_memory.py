@@ -1,0 +1,154 @@
+"""The in-memory implementation of the port: the embedded default.
+
+A thin async shell around :class:`SchedulerCore`. All state lives in the core and every
+core call is synchronous and short, so no lock is needed on one event loop; the shell
+only adds what needs ``await``: waiting for a per-request place and waking held
+requests when the queue changes.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable, Sequence
+
+import anyio
+
+from ._clock import Clock, SystemClock
+from ._core import PendingRequest, SchedulerCore
+from ._model import (
+    Decision,
+    DeliveryOutcome,
+    DownloadRequest,
+    Grant,
+    RejectReason,
+    Rejected,
+    SchedulerStats,
+    TickReport,
+)
+from ._port import DownloadScheduler
+from ._settings import SchedulerSettings
+from ._ticking import next_tick_delay
+from ._tickets import TicketSigner
+
+__all__ = ["InMemoryDownloadScheduler", "RequestTimer", "wait_with_timeout"]
+
+RequestTimer = Callable[[anyio.Event, float], Awaitable[None]]
+"""Waits for an event for at most ``timeout`` seconds (how per-request waits pass time)."""
+
+
+async def wait_with_timeout(event: anyio.Event, timeout: float) -> None:
+    """The real-time :data:`RequestTimer`."""
+    with anyio.move_on_after(timeout):
+        await event.wait()
+
+
+class InMemoryDownloadScheduler(DownloadScheduler):
+    """One process's queue in memory. Positions survive a restart through tickets.
+
+    ``ticket_keys`` (newest first) enable ``Arkvory-Queue-Ticket``; without keys the
+    scheduler works without tickets. ``request_timer`` is how a per-request wait passes
+    time; a simulation on virtual time passes its own.
+    """
+
+    def __init__(
+        self,
+        settings: SchedulerSettings | None = None,
+        *,
+        clock: Clock | None = None,
+        ticket_keys: Sequence[bytes] = (),
+        request_timer: RequestTimer = wait_with_timeout,
+    ) -> None:
+        signer = TicketSigner(ticket_keys) if ticket_keys else None
+        self._core = SchedulerCore(
+            settings or SchedulerSettings.from_env(), clock or SystemClock(), signer
+        )
+        self._changed = anyio.Event()
+        self._request_waiters: dict[int, anyio.Event] = {}
+        self._request_timer = request_timer
+
+    @property
+    def core(self) -> SchedulerCore:
+        """The synchronous core, for simulation and tests."""
+        return self._core
+
+    @property
+    def settings(self) -> SchedulerSettings:
+        return self._core.settings
+
+    async def admit(self, request: DownloadRequest) -> Decision:
+        decision = self._core.admit(request)
+        if not isinstance(decision, PendingRequest):
+            return decision
+        return await self._wait_for_request_place(decision, request)
+
+    async def _wait_for_request_place(
+        self, pending: PendingRequest, request: DownloadRequest
+    ) -> Decision:
+        event = anyio.Event()
+        self._request_waiters[pending.waiter_id] = event
+        try:
+            await self._request_timer(event, self._core.settings.transfer_queue_wait_seconds)
+        finally:
+            self._request_waiters.pop(pending.waiter_id, None)
+        if self._core.closed and not event.is_set():
+            self._core.cancel_pending(pending)
+            return Rejected(RejectReason.SHUTTING_DOWN, 5, pending.download_class)
+        refused = self._core.cancel_pending(pending)
+        if refused is not None:
+            return refused
+        # Promoted: the place is ours (also when promotion raced the timeout).
+        return self._core.grant_per_request(pending.download_class, request.effective_range)
+
+    async def report(self, grant: Grant, outcome: DeliveryOutcome) -> None:
+        promoted = self._core.report(grant, outcome)
+        self._wake_requests(promoted)
+        self._notify()
+
+    async def progress(self, grant: Grant, nbytes: int) -> None:
+        self._core.progress(grant, nbytes)
+
+    async def wait_for_change(self, timeout: float) -> None:
+        changed = self._changed
+        with anyio.move_on_after(max(0.0, timeout)):
+            await changed.wait()
+
+    async def tick(self) -> TickReport:
+        started = time.perf_counter()
+        outcome = self._core.tick()
+        duration = time.perf_counter() - started
+        self._core.record_tick_duration(duration)
+        self._notify()
+        return TickReport(
+            duration=duration,
+            next_tick_in=next_tick_delay(duration),
+            expired=outcome.expired,
+            marked=outcome.marked,
+            preempted=outcome.preempted,
+        )
+
+    async def configure(self, settings: SchedulerSettings) -> None:
+        self._core.configure(settings)
+        self._notify()
+
+    async def stats(self) -> SchedulerStats:
+        return self._core.stats()
+
+    async def close(self) -> None:
+        waiters = self._core.close()
+        for waiter_id in waiters:
+            event = self._request_waiters.get(waiter_id)
+            if event is not None:
+                event.set()
+        self._notify()
+
+    def _wake_requests(self, waiter_ids: list[int]) -> None:
+        for waiter_id in waiter_ids:
+            event = self._request_waiters.get(waiter_id)
+            if event is not None:
+                event.set()
+
+    def _notify(self) -> None:
+        """Wake everything in ``wait_for_change``; a fresh event serves the next wait."""
+        changed = self._changed
+        self._changed = anyio.Event()
+        changed.set()

@@ -1,0 +1,283 @@
+"""Values that cross the :class:`DownloadScheduler` port.
+
+Everything here is an immutable value: requests going in, decisions and statistics
+coming out. The middleware, the simulation and every implementation of the port speak
+only these types, so an implementation can be swapped without touching its callers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Literal
+
+from ._classes import DownloadClass, PrincipalKind
+
+__all__ = [
+    "Admission",
+    "Admitted",
+    "ByteRange",
+    "ClassStats",
+    "Decision",
+    "Delivered",
+    "DeliveryOutcome",
+    "DownloadRequest",
+    "Failed",
+    "Grant",
+    "HistogramSnapshot",
+    "Interrupted",
+    "Queued",
+    "RangeKind",
+    "RejectReason",
+    "Rejected",
+    "SchedulerStats",
+    "TickReport",
+]
+
+
+class RangeKind(StrEnum):
+    """How a request addressed the object; decides whether it sets the download's start.
+
+    ``FULL`` (no Range header) and ``OPEN`` (``bytes=X-``) set the start, ``SUFFIX``
+    (``bytes=-N``) never does, and ``BOUNDED`` sets it unless it ends at the last byte
+    and does not begin at 0 — that is a tail read such as a ZIP central directory
+    (R-SESS-8).
+    """
+
+    FULL = "full"
+    OPEN = "open"
+    BOUNDED = "bounded"
+    SUFFIX = "suffix"
+
+
+@dataclass(frozen=True, slots=True)
+class ByteRange:
+    """A resolved, satisfiable byte range: ``start`` inclusive, ``end`` exclusive."""
+
+    start: int
+    end: int
+    kind: RangeKind = RangeKind.BOUNDED
+
+    def __post_init__(self) -> None:
+        if self.start < 0 or self.end <= self.start:
+            raise ValueError(f"empty or negative byte range [{self.start}, {self.end})")
+
+    @property
+    def length(self) -> int:
+        return self.end - self.start
+
+    @classmethod
+    def whole(cls, size: int) -> ByteRange:
+        """The range of a request without a Range header."""
+        return cls(0, size, RangeKind.FULL)
+
+    def is_tail_read(self, size: int) -> bool:
+        """True when this range does not tell where the download started."""
+        if self.kind is RangeKind.SUFFIX:
+            return True
+        return self.kind is RangeKind.BOUNDED and self.end >= size and self.start > 0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DownloadRequest:
+    """One GET of an object, as the host application resolved it after authorization.
+
+    ``download_id`` is the client's ``Arkvory-Download-Id`` (None for third-party tools:
+    the session key then falls back to ``client_address``). ``base_class`` overrides the
+    default derived from ``principal_kind`` (an operator-set class of a service account,
+    R-CLASS-6); ``requested_class`` is the raw ``Arkvory-Download-Class`` header, which
+    may only lower it. ``ticket`` is the raw ``Arkvory-Queue-Ticket`` header.
+    """
+
+    principal: str
+    principal_kind: PrincipalKind
+    object_id: str
+    object_size: int
+    byte_range: ByteRange | None = None
+    download_id: str | None = None
+    client_address: str = ""
+    requested_class: str | None = None
+    base_class: DownloadClass | None = None
+    ticket: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.object_size < 0:
+            raise ValueError("object_size must be >= 0")
+
+    @property
+    def effective_range(self) -> ByteRange | None:
+        """The byte range this request reads (the whole object without a Range header)."""
+        if self.byte_range is not None:
+            return self.byte_range
+        if self.object_size == 0:
+            return None
+        return ByteRange.whole(self.object_size)
+
+
+Admission = Literal["session", "per-request"]
+
+
+@dataclass(frozen=True, slots=True)
+class Grant:
+    """Proof of admission for one response; hand it back through ``report``.
+
+    ``token`` identifies the grant inside its implementation (a fencing token for the
+    PostgreSQL implementation); callers treat it as opaque.
+    """
+
+    token: int
+    admission: Admission
+    download_class: DownloadClass
+    byte_range: ByteRange | None
+    session_key: bytes = field(default=b"", repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Admitted:
+    """The response may be sent now."""
+
+    grant: Grant
+    ticket: str | None = None
+
+    @property
+    def admission(self) -> Admission:
+        return self.grant.admission
+
+    @property
+    def download_class(self) -> DownloadClass:
+        return self.grant.download_class
+
+
+@dataclass(frozen=True, slots=True)
+class Queued:
+    """The session waits: answer ``503`` (reason ``download_queued``) with these headers.
+
+    ``position`` is 1-based (``1`` = next) and ``None`` for a newcomer whose place is
+    only known after the next tick (R-EST-3). Times are wall-clock epoch seconds.
+    ``retry_after`` is whole seconds up to ``check_at``.
+    """
+
+    position: int | None
+    starts_at: float
+    starts_earliest: float
+    starts_latest: float
+    check_at: float
+    retry_after: int
+    download_class: DownloadClass
+    ticket: str | None = None
+    reason: str = "download_queued"
+
+
+class RejectReason(StrEnum):
+    """Why a request was turned away with ``503`` busy (never a failure of the client)."""
+
+    QUEUE_FULL = "queue_full"
+    PRINCIPAL_LIMIT = "principal_limit"
+    REQUEST_QUEUE_FULL = "request_queue_full"
+    REQUEST_WAIT_EXPIRED = "request_wait_expired"
+    RANGES_PER_SESSION = "ranges_per_session"
+    SHUTTING_DOWN = "shutting_down"
+
+
+@dataclass(frozen=True, slots=True)
+class Rejected:
+    """Busy: answer ``503`` with an honest ``Retry-After`` (R-RES-1, R-HOLD-1)."""
+
+    reason: RejectReason
+    retry_after: int
+    download_class: DownloadClass | None = None
+
+
+Decision = Admitted | Queued | Rejected
+
+
+@dataclass(frozen=True, slots=True)
+class Delivered:
+    """The response was written in full: these bytes count towards completion."""
+
+    byte_range: ByteRange | None
+
+
+@dataclass(frozen=True, slots=True)
+class Interrupted:
+    """The client went away or the response was cancelled: no bytes count (R-SESS-8)."""
+
+    bytes_sent: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Failed:
+    """The application failed while answering: no bytes count, the slot is released."""
+
+    bytes_sent: int = 0
+
+
+DeliveryOutcome = Delivered | Interrupted | Failed
+
+
+@dataclass(frozen=True, slots=True)
+class HistogramSnapshot:
+    """Cumulative histogram in Prometheus shape: ``counts[i]`` observations ≤ ``bounds[i]``."""
+
+    bounds: tuple[float, ...]
+    counts: tuple[int, ...]
+    count: int
+    total: float
+
+
+@dataclass(frozen=True, slots=True)
+class ClassStats:
+    """Aggregates of one priority class; no ids of any kind (R-VIS-4)."""
+
+    waiting: int
+    active: int
+    paused: int
+    oldest_wait_seconds: float
+    bytes_delivered: int
+    wait_seconds: HistogramSnapshot
+
+
+@dataclass(frozen=True, slots=True)
+class SchedulerStats:
+    """Everything metrics and readiness need, as aggregates (R-VIS-3, R-VIS-4)."""
+
+    strategy: str
+    admission: Admission
+    sessions_limit: int
+    per_class: dict[DownloadClass, ClassStats]
+    request_active: int
+    request_waiting: int
+    admitted_total: int
+    completed_total: int
+    no_shows_total: int
+    idle_releases_total: int
+    preemptions_total: int
+    rejections_total: dict[RejectReason, int]
+    estimate_error_seconds: HistogramSnapshot
+    last_tick_seconds: float
+    delivery_rate: float
+    queue_empty_in_seconds: float | None
+    closed: bool
+
+    @property
+    def waiting(self) -> int:
+        return sum(stats.waiting for stats in self.per_class.values())
+
+    @property
+    def active(self) -> int:
+        return sum(stats.active for stats in self.per_class.values())
+
+    @property
+    def paused(self) -> int:
+        return sum(stats.paused for stats in self.per_class.values())
+
+
+@dataclass(frozen=True, slots=True)
+class TickReport:
+    """What one tick did and when the next should run (R-RES-2)."""
+
+    duration: float
+    next_tick_in: float
+    expired: int
+    marked: int
+    preempted: bool

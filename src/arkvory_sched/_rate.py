@@ -1,0 +1,110 @@
+"""The measured delivery rate behind start estimates (R-EST-1).
+
+Estimates divide the bytes still to send by the rate the server can deliver. A mean
+over the last minute falls whenever the queue idles between downloads, which stretches
+the estimates, sends clients away for longer and so creates more idle time; the peak
+of the last minute does not feed back that way.
+"""
+
+from __future__ import annotations
+
+import math
+
+__all__ = ["DEFAULT_WINDOW_SECONDS", "PeakRateMeter"]
+
+DEFAULT_WINDOW_SECONDS = 60
+
+
+class PeakRateMeter:
+    """Delivery rate as the peak per-second byte count over the last minute.
+
+    Only complete one-second buckets of monotonic time count, so the second in progress
+    never reads as a slow one. A response's bytes are spread evenly over the seconds it
+    spanned, because responses are reported when they finish: booking an 8 MiB response
+    entirely into its last second would make spiky buckets and overstate the peak.
+
+    The buckets form a ring of ``window_seconds + 1`` slots indexed by second modulo the
+    ring size, each remembering which second it holds, so that the window plus the
+    second in progress fit and a slot left over from an earlier lap is recognised as
+    stale. Memory is fixed whatever the traffic.
+    """
+
+    __slots__ = ("_bytes", "_newest", "_ring", "_seconds", "_window")
+
+    def __init__(self, window_seconds: int = DEFAULT_WINDOW_SECONDS) -> None:
+        if window_seconds < 1:
+            raise ValueError(f"window_seconds must be at least 1, got {window_seconds}")
+        self._window = window_seconds
+        self._ring = window_seconds + 1
+        self._bytes: list[float] = [0.0] * self._ring
+        # Every slot starts as an empty bucket of a second that maps onto it.
+        self._seconds: list[int] = [slot - self._ring for slot in range(self._ring)]
+        self._newest: int | None = None
+
+    @property
+    def window_seconds(self) -> int:
+        return self._window
+
+    def record(self, start: float, end: float, nbytes: int) -> None:
+        """Book ``nbytes`` delivered between monotonic ``start`` and ``end``.
+
+        Each second ``[k, k + 1)`` gets the share of the bytes that its overlap with
+        ``[start, end)`` is of the whole span. A response with no duration goes into
+        the second containing ``end``. Seconds that have already left the window
+        relative to the newest time recorded are skipped, so the work is bounded by
+        the window however long the response ran.
+        """
+        if not (math.isfinite(start) and math.isfinite(end)):
+            raise ValueError(f"times must be finite, got start={start!r}, end={end!r}")
+        if nbytes < 0:
+            raise ValueError(f"nbytes cannot be negative, got {nbytes}")
+        if nbytes == 0:
+            return
+        last = math.floor(end)
+        newest = last if self._newest is None else max(self._newest, last)
+        self._newest = newest
+        oldest_kept = newest - self._window
+        if end <= start:
+            if last >= oldest_kept:
+                self._add(last, float(nbytes))
+            return
+        span = end - start
+        first = max(math.floor(start), oldest_kept)
+        # The second containing ``end`` gets nothing when ``end`` is exactly on its start.
+        stop = math.ceil(end)
+        for second in range(first, stop):
+            overlap = min(end, second + 1) - max(start, second)
+            if overlap > 0:
+                self._add(second, nbytes * (overlap / span))
+
+    def _add(self, second: int, amount: float) -> None:
+        slot = second % self._ring
+        if self._seconds[slot] != second:
+            self._seconds[slot] = second
+            self._bytes[slot] = 0.0
+        self._bytes[slot] += amount
+
+    def _complete_buckets(self, now: float) -> list[float]:
+        # The ``window`` seconds that ended at or before ``now``: [K - window, K - 1].
+        current = math.floor(now)
+        found: list[float] = []
+        for second in range(current - self._window, current):
+            slot = second % self._ring
+            if self._seconds[slot] == second:
+                found.append(self._bytes[slot])
+        return found
+
+    def peak(self, now: float) -> float:
+        """Bytes of the busiest complete second of the window ending at ``now``; 0.0 if none."""
+        if not math.isfinite(now):
+            raise ValueError(f"now must be finite, got {now!r}")
+        return max(self._complete_buckets(now), default=0.0)
+
+    def total_recent(self, now: float) -> int:
+        """Bytes booked into the complete seconds of the window ending at ``now``."""
+        if not math.isfinite(now):
+            raise ValueError(f"now must be finite, got {now!r}")
+        return round(sum(self._complete_buckets(now)))
+
+    def __repr__(self) -> str:
+        return f"PeakRateMeter(window_seconds={self._window})"

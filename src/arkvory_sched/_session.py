@@ -1,0 +1,148 @@
+"""Per-session and per-principal records of the pure core.
+
+Plain mutable records with ``__slots__``: up to a million waiting sessions must fit in
+about 1 KiB each, so nothing here allocates per-session containers until it needs them
+(a waiting session has no delivered-range list).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from enum import IntEnum
+
+from ._classes import DownloadClass
+from ._intervals import DeliveredRanges
+
+__all__ = ["PrincipalRecord", "Session", "SessionState", "session_key"]
+
+MAX_DOWNLOAD_ID_LENGTH = 128
+
+
+class SessionState(IntEnum):
+    WAITING = 0
+    ACTIVE = 1
+    PAUSED = 2
+    GONE = 3
+
+
+def session_key(principal: str, object_id: str, download_id: str | None, address: str) -> bytes:
+    """A fixed-size key: principal + object + download id, or the client address without one.
+
+    Hashing bounds the memory of a key whatever the lengths of its parts (R-RES-1), and
+    the tag byte keeps an id from ever colliding with an address.
+    """
+    digest = hashlib.blake2b(digest_size=16)
+    for part in (principal, object_id):
+        encoded = part.encode("utf-8", "surrogatepass")
+        digest.update(len(encoded).to_bytes(4, "big"))
+        digest.update(encoded)
+    if download_id is not None:
+        digest.update(b"\x01" + download_id.encode("utf-8", "surrogatepass"))
+    else:
+        digest.update(b"\x02" + address.encode("utf-8", "surrogatepass"))
+    return digest.digest()
+
+
+class PrincipalRecord:
+    """Counters of one principal: bounds, share and round-robin position per class."""
+
+    __slots__ = ("active", "last_tags", "name", "sessions", "waiting")
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.sessions = 0
+        self.waiting = 0
+        self.active = 0
+        self.last_tags = [0, 0, 0, 0]
+
+
+class Session:
+    """One download of one object by one client."""
+
+    __slots__ = (
+        "aging_since",
+        "arrival",
+        "arrival_wall_ms",
+        "base_class",
+        "blocked_by",
+        "check_at",
+        "delivered",
+        "entry",
+        "first_estimate",
+        "has_id",
+        "in_flight",
+        "key",
+        "last_activity",
+        "mark",
+        "mark_backup",
+        "no_show_at",
+        "object_size",
+        "paused_until",
+        "principal",
+        "queue_rank",
+        "seq",
+        "slot_since",
+        "start_offset",
+        "state",
+        "wait_gen",
+        "waiting_since",
+        "yield_requested",
+    )
+
+    def __init__(
+        self,
+        *,
+        key: bytes,
+        principal: PrincipalRecord,
+        object_size: int,
+        base_class: DownloadClass,
+        has_id: bool,
+        arrival: float,
+        arrival_wall_ms: int,
+        seq: int,
+    ) -> None:
+        self.key = key
+        self.principal = principal
+        self.object_size = object_size
+        self.base_class = base_class
+        self.has_id = has_id
+        self.arrival = arrival
+        self.arrival_wall_ms = arrival_wall_ms
+        self.seq = seq
+        self.state = SessionState.GONE
+        self.queue_rank = base_class.rank
+        self.entry: tuple[float, float, int, Session] | None = None
+        self.aging_since = arrival
+        self.waiting_since = arrival
+        self.check_at = arrival
+        self.no_show_at = arrival
+        self.wait_gen = 0
+        self.mark = -1
+        self.mark_backup = False
+        self.blocked_by: Session | None = None
+        self.first_estimate: float | None = None
+        self.slot_since = 0.0
+        self.in_flight = 0
+        self.last_activity = arrival
+        self.start_offset: int | None = None
+        self.delivered: DeliveredRanges | None = None
+        self.yield_requested = False
+        self.paused_until = 0.0
+
+    @property
+    def interactive(self) -> bool:
+        return self.base_class is DownloadClass.INTERACTIVE
+
+    def remaining_bytes(self) -> int:
+        """Bytes still to deliver from the download's start to the last byte."""
+        start = self.start_offset or 0
+        total = self.object_size - start
+        if self.delivered is None:
+            return total
+        return max(0, total - self.delivered.covered_bytes(start, self.object_size))
+
+    def is_complete(self) -> bool:
+        """Covered from the download's start to the last byte, nothing in flight (R-SESS-8)."""
+        if self.in_flight or self.start_offset is None or self.delivered is None:
+            return False
+        return self.delivered.covers(self.start_offset, self.object_size)

@@ -1,0 +1,30 @@
+"""``python -m tests.simulation``: run the three scenarios and print their tables."""
+
+from __future__ import annotations
+
+import time
+
+from .scenarios import (
+    scenario_1,
+    scenario_1_table,
+    scenario_2,
+    scenario_2_table,
+    scenario_3,
+    scenario_3_table,
+)
+
+
+def main() -> None:
+    started = time.perf_counter()
+    for run, table in (
+        (scenario_1, scenario_1_table),
+        (scenario_2, scenario_2_table),
+        (scenario_3, scenario_3_table),
+    ):
+        print(table(run()))  # type: ignore[operator]
+        print()
+    print(f"simulated in {time.perf_counter() - started:.1f} s of real time")
+
+
+if __name__ == "__main__":
+    main()
