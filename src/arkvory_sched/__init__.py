@@ -30,15 +30,15 @@ from ._model import (
     Interrupted,
     Queued,
     RangeKind,
-    RejectReason,
     Rejected,
+    RejectReason,
     SchedulerStats,
     TickReport,
 )
 from ._port import DownloadScheduler
 from ._settings import SchedulerSettings, Strategy
-from ._ticking import next_tick_delay, run_tick_loop
 from ._tickets import TicketSigner, generate_key
+from ._ticking import next_tick_delay, run_tick_loop
 
 __all__ = [
     "Admission",
@@ -71,8 +71,8 @@ __all__ = [
     "SettingsError",
     "Strategy",
     "SystemClock",
-    "TicketSigner",
     "TickReport",
+    "TicketSigner",
     "applied_class",
     "default_class",
     "generate_key",

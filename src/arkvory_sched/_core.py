@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import heapq
+import itertools
 import math
 import re
 from dataclasses import dataclass, field
@@ -38,8 +39,8 @@ from ._model import (
     Grant,
     HistogramSnapshot,
     Queued,
-    RejectReason,
     Rejected,
+    RejectReason,
     SchedulerStats,
 )
 from ._rate import PeakRateMeter
@@ -277,8 +278,9 @@ class SchedulerCore:
         session.in_flight += 1
         session.last_activity = now
         if byte_range is not None and not byte_range.is_tail_read(session.object_size):
-            if session.start_offset is None or byte_range.start < session.start_offset:
-                session.start_offset = byte_range.start
+            known = session.start_offset
+            offset = byte_range.start
+            session.start_offset = offset if known is None else min(known, offset)
         self._next_token += 1
         token = self._next_token
         self._grants[token] = _GrantState(
@@ -491,12 +493,11 @@ class SchedulerCore:
         horizon = now + FINISHING_SOON_SECONDS
         per_session_rate = self._current_rate() / max(1, len(self._active))
         for session in self._active.values():
-            if session.yield_requested or (
-                session.in_flight == 0 and session.remaining_bytes() == 0
+            if (
+                session.yield_requested
+                or (session.in_flight == 0 and session.remaining_bytes() == 0)
+                or now + session.remaining_bytes() / per_session_rate <= horizon
             ):
-                soon_total += 1
-                soon_ni += not session.interactive
-            elif now + session.remaining_bytes() / per_session_rate <= horizon:
                 soon_total += 1
                 soon_ni += not session.interactive
         active_ni = len(self._active) - self._active_interactive
@@ -784,7 +785,9 @@ class SchedulerCore:
         seconds = self._request_seconds * max(1.0, backlog)
         return int(min(60, max(1, math.ceil(seconds))))
 
-    def _reject(self, reason: RejectReason, retry_after: int, cls: DownloadClass | None) -> Rejected:
+    def _reject(
+        self, reason: RejectReason, retry_after: int, cls: DownloadClass | None
+    ) -> Rejected:
         rejections = self._counters.rejections
         rejections[reason] = rejections.get(reason, 0) + 1
         return Rejected(reason, retry_after, cls)
@@ -900,7 +903,7 @@ class SchedulerCore:
                 spans = session.delivered.intervals()
                 if len(spans) > 64:
                     problems.append("more than 64 delivered intervals")
-                for (_, end), (start, _) in zip(spans, spans[1:], strict=False):
+                for (_, end), (start, _) in itertools.pairwise(spans):
                     if start <= end:
                         problems.append("delivered intervals overlap or touch")
         return problems
@@ -938,4 +941,3 @@ def _jitter(key: bytes) -> float:
     It only ever shortens the halfway delay, so a client is never late for its estimate.
     """
     return 1.0 + 0.2 * (key[0] / 256.0)
-

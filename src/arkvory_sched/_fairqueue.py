@@ -52,9 +52,7 @@ class FairQueue:
         "_virtual_times",
     )
 
-    def __init__(
-        self, strategy: Strategy, weights: Sequence[int], aging_seconds: float
-    ) -> None:
+    def __init__(self, strategy: Strategy, weights: Sequence[int], aging_seconds: float) -> None:
         self._strategy = strategy
         self._strides = [1.0 / weight for weight in weights]
         self._aging_seconds = aging_seconds
@@ -185,7 +183,7 @@ class FairQueue:
         if entry is None:
             return 0
         rank = session.queue_rank
-        own = self._classes[rank].bisect_left(entry)
+        own: int = self._classes[rank].bisect_left(entry)
         my_pass = self._passes[rank] + own * self._strides[rank]
         ahead = own
         for other in range(CLASS_COUNT):
@@ -200,28 +198,24 @@ class FairQueue:
             else:
                 turns = 1 if gap == 0 and other < rank else 0
             ahead += min(length, max(0, turns))
-        return ahead
+        return int(ahead)
 
     def oldest_waiting_since(self, rank: int, sample: int = 64) -> float | None:
         """Earliest ``waiting_since`` among the first waiters of a class (heads wait longest)."""
         entries = self._classes[rank]
         if not entries:
             return None
-        return min(entry[3].waiting_since for entry in entries.islice(0, sample))
+        since: float = min(entry[3].waiting_since for entry in entries.islice(0, sample))
+        return since
 
     def total_size(self) -> int:
         return sum(entry[3].object_size for entries in self._classes for entry in entries)
 
     # --------------------------------------------------------- reconfigure
-    def reconfigure(
-        self, strategy: Strategy, weights: Sequence[int], aging_seconds: float
-    ) -> None:
+    def reconfigure(self, strategy: Strategy, weights: Sequence[int], aging_seconds: float) -> None:
         """Re-key every waiter for a new strategy or aging; O(n log n), only on change."""
         strides = [1.0 / weight for weight in weights]
-        if (
-            strategy is self._strategy
-            and aging_seconds == self._aging_seconds
-        ):
+        if strategy is self._strategy and aging_seconds == self._aging_seconds:
             self._strides = strides
             return
         waiting = [entry[3] for entries in self._classes for entry in entries]

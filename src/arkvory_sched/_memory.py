@@ -20,15 +20,15 @@ from ._model import (
     DeliveryOutcome,
     DownloadRequest,
     Grant,
-    RejectReason,
     Rejected,
+    RejectReason,
     SchedulerStats,
     TickReport,
 )
 from ._port import DownloadScheduler
 from ._settings import SchedulerSettings
-from ._ticking import next_tick_delay
 from ._tickets import TicketSigner
+from ._ticking import next_tick_delay
 
 __all__ = ["InMemoryDownloadScheduler", "RequestTimer", "wait_with_timeout"]
 

@@ -16,13 +16,9 @@ from .scenarios import (
 
 def main() -> None:
     started = time.perf_counter()
-    for run, table in (
-        (scenario_1, scenario_1_table),
-        (scenario_2, scenario_2_table),
-        (scenario_3, scenario_3_table),
-    ):
-        print(table(run()))  # type: ignore[operator]
-        print()
+    print(scenario_1_table(scenario_1()), end="\n\n")
+    print(scenario_2_table(scenario_2()), end="\n\n")
+    print(scenario_3_table(scenario_3()), end="\n\n")
     print(f"simulated in {time.perf_counter() - started:.1f} s of real time")
 
 

@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import heapq
 import random
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 
 import anyio
 import anyio.abc
 import anyio.lowlevel
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
 
 from arkvory_sched import (
     Admitted,
@@ -340,9 +340,7 @@ class LinkSimulation:
         self._spawn_request(client)
 
 
-def oracle_completions(
-    clients: list[ClientSpec], slots: int, bandwidth: float
-) -> list[float]:
+def oracle_completions(clients: list[ClientSpec], slots: int, bandwidth: float) -> list[float]:
     """The ideal: ``slots`` whole files at a time in arrival order, never an idle slot.
 
     Same processor-sharing link as the simulation, but a file starts the instant a slot
@@ -356,8 +354,10 @@ def oracle_completions(
     now = 0.0
     cursor = 0
     while cursor < len(pending) or running:
-        while cursor < len(pending) and len(running) < slots and (
-            clients[pending[cursor]].arrival <= now
+        while (
+            cursor < len(pending)
+            and len(running) < slots
+            and (clients[pending[cursor]].arrival <= now)
         ):
             index = pending[cursor]
             running[index] = virtual + clients[index].size

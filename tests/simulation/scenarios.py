@@ -27,7 +27,15 @@ from arkvory_sched import (
 )
 from arkvory_sched.testing import FakeClock
 
-from .engine import MB, RequestTimerLike, ClientResult, ClientSpec, LinkSimulation, SimulationRun, oracle_completions
+from .engine import (
+    MB,
+    ClientResult,
+    ClientSpec,
+    LinkSimulation,
+    RequestTimerLike,
+    SimulationRun,
+    oracle_completions,
+)
 
 LINK = 40 * MB
 SLOTS = 16
@@ -39,8 +47,7 @@ def run_simulation(
     *,
     bandwidth: float = LINK,
     seed: int = 1,
-    observe: Callable[[InMemoryDownloadScheduler], Callable[[float], dict[str, int]]]
-    | None = None,
+    observe: Callable[[InMemoryDownloadScheduler], Callable[[float], dict[str, int]]] | None = None,
 ) -> SimulationRun:
     clock = FakeClock()
     key = generate_key()
@@ -58,7 +65,11 @@ def run_simulation(
 
     sample: Callable[[float], dict[str, int]] | None = None
     simulation = LinkSimulation(
-        build, clock, clients, bandwidth=bandwidth, seed=seed,
+        build,
+        clock,
+        clients,
+        bandwidth=bandwidth,
+        seed=seed,
         observe=probe if observe is not None else None,
     )
     if observe is not None:
@@ -108,9 +119,9 @@ class Scenario1:
     unfinished: int
 
 
-def mass_update_clients(count: int = 500, size: int = 40 * MB, spread: float = 10.0) -> list[
-    ClientSpec
-]:
+def mass_update_clients(
+    count: int = 500, size: int = 40 * MB, spread: float = 10.0
+) -> list[ClientSpec]:
     rng = random.Random(500)
     arrivals = sorted(rng.uniform(0.0, spread) for _ in range(count))
     return [
