@@ -194,9 +194,11 @@ class SchedulerCore:
         download_id = _validated_download_id(request.download_id)
         base = request.base_class or default_class(request.principal_kind)
         cls = applied_class(base, request.requested_class)
-        if not self._uses_sessions(request.object_size):
-            return self._admit_per_request(request.principal, cls, request.effective_range, now)
         key = session_key(request.principal, request.object_id, download_id, request.client_address)
+        if not self._uses_sessions(request.object_size) and key not in self._active:
+            # R-STRAT-4: after a switch to shared (or a raised threshold) new work goes
+            # per request, but an active session keeps its slot until it ends.
+            return self._admit_per_request(request.principal, cls, request.effective_range, now)
         session = self._sessions.get(key)
         byte_range = request.effective_range
         if session is None:
@@ -433,8 +435,8 @@ class SchedulerCore:
     def _maybe_preempt(self, now: float) -> bool:
         """R-PREEMPT-1..3: at most one yield per tick, only for a head still without a slot."""
         settings = self._settings
-        if not settings.preempt:
-            return False
+        if not settings.preempt or settings.strategy is Strategy.SHARED:
+            return False  # R-STRAT-3/4: under shared, active sessions are not interrupted
         pending = self._pending_yield
         if pending is not None:
             if pending.state is SessionState.ACTIVE and pending.yield_requested:
@@ -596,7 +598,7 @@ class SchedulerCore:
         principal.waiting -= 1
         self._share_account(principal, +1)
         if granted:
-            self._queue.granted(session)
+            self._queue.granted(session, self._clock.monotonic())
         else:
             self._queue.remove(session)
         self._by_class_waiting[session.base_class.rank] -= 1
@@ -813,7 +815,8 @@ class SchedulerCore:
             for principal in self._principals.values()
             if principal.active < settings.per_principal
         )
-        if not settings.preempt and self._pending_yield is not None:
+        stop = not settings.preempt or settings.strategy is Strategy.SHARED
+        if stop and self._pending_yield is not None:
             self._pending_yield.yield_requested = False
             self._pending_yield.blocked_by = None
             self._pending_yield = None
@@ -936,8 +939,9 @@ def _validated_download_id(value: str | None) -> str | None:
 
 
 def _jitter(key: bytes) -> float:
-    """A per-ticket factor in [0.8, 1.0): spreads polls so they do not arrive in a crowd.
+    """A per-ticket factor in [0.9, 1.1): spreads polls so they do not arrive in a crowd.
 
-    It only ever shortens the halfway delay, so a client is never late for its estimate.
+    Derived from the session key, so one download keeps its rhythm across polls while
+    different downloads drift apart.
     """
-    return 1.0 + 0.2 * (key[0] / 256.0)
+    return 0.9 + 0.2 * (key[0] / 256.0)

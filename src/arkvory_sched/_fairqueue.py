@@ -19,7 +19,9 @@ cost the same at 4,096 and at 1,048,576 waiters.
 
 from __future__ import annotations
 
+import bisect
 import math
+from collections import deque
 from collections.abc import Iterator, Sequence
 
 from sortedcontainers import SortedList
@@ -32,6 +34,7 @@ __all__ = ["CLASS_COUNT", "FairQueue"]
 CLASS_COUNT = 4
 _AGING_CAP_RANK = 1  # aging lifts a waiter up to ``release`` and never into ``interactive``
 _SIZE_UNIT = 16 * 1024 * 1024
+_ROUND_HISTORY_SECONDS = 20 * 60.0  # longer than a ticket is accepted (15 minutes)
 _SIZE_DOUBLINGS_FOR_FULL_DELAY = 10.0
 
 Entry = tuple[float, float, int, Session]
@@ -50,6 +53,7 @@ class FairQueue:
         "_strategy",
         "_strides",
         "_virtual_times",
+        "_vt_history",
     )
 
     def __init__(self, strategy: Strategy, weights: Sequence[int], aging_seconds: float) -> None:
@@ -59,6 +63,10 @@ class FairQueue:
         self._classes: list[SortedList] = [SortedList() for _ in range(CLASS_COUNT)]
         self._aging: list[SortedList] = [SortedList() for _ in range(CLASS_COUNT)]
         self._virtual_times = [0] * CLASS_COUNT
+        # (time, virtual time) whenever a class's round moved on, kept for the ticket
+        # window: a download returning with an old arrival re-enters the round it
+        # arrived in, not the current one (R-TICKET-1, R-SESS-9).
+        self._vt_history: list[deque[tuple[float, int]]] = [deque() for _ in range(CLASS_COUNT)]
         self._passes = [0.0] * CLASS_COUNT
         self._global_pass = 0.0
 
@@ -103,12 +111,18 @@ class FairQueue:
             promote_at = session.aging_since + self._aging_seconds * (climbed + 1)
             self._aging[rank].discard((promote_at, session.seq, session))
 
-    def granted(self, session: Session) -> None:
+    def granted(self, session: Session, now: float) -> None:
         """Advance the round-robin and stride state for a waiter that got a slot."""
         rank = session.queue_rank
         entry = session.entry
         if entry is not None and self._strategy is Strategy.ORDERED:
-            self._virtual_times[rank] = max(self._virtual_times[rank], int(entry[0]))
+            tag = int(entry[0])
+            if tag > self._virtual_times[rank]:
+                self._virtual_times[rank] = tag
+                history = self._vt_history[rank]
+                history.append((now, tag))
+                while history and history[0][0] < now - _ROUND_HISTORY_SECONDS:
+                    history.popleft()
         self._global_pass = self._passes[rank]
         self._passes[rank] += self._strides[rank]
         self.remove(session)
@@ -124,8 +138,15 @@ class FairQueue:
                 session,
             )
         tags = session.principal.last_tags
-        tag = max(self._virtual_times[rank], tags[rank]) + 1
-        tags[rank] = tag
+        history = self._vt_history[rank]
+        if history and session.arrival < history[-1][0]:
+            # An old arrival (ticket, pause, yield): the round current when it arrived.
+            index = bisect.bisect_right(history, (session.arrival, math.inf))
+            tag = (history[index - 1][1] if index else 0) + 1
+            tags[rank] = max(tags[rank], tag)
+        else:
+            tag = max(self._virtual_times[rank], tags[rank]) + 1
+            tags[rank] = tag
         return (float(tag), session.arrival, session.seq, session)
 
     def _size_delay(self, size: int) -> float:

@@ -51,6 +51,7 @@ from arkvory_sched import (
     TicketSigner,
 )
 from arkvory_sched._core import PendingRequest, SchedulerCore
+from arkvory_sched._session import session_key
 from arkvory_sched.testing import FakeClock
 
 MIB = 1024 * 1024
@@ -88,6 +89,10 @@ class Client:
     download_id: str | None
     address: str
     requested_class: str | None
+
+    @property
+    def key(self) -> bytes:
+        return session_key(self.principal, self.object_id, self.download_id, self.address)
 
     @property
     def identity(self) -> tuple[str, str, str]:
@@ -162,7 +167,7 @@ def _shares_ok(before: Snapshot, principal: str, per_principal: int) -> bool:
 
 
 @settings(
-    max_examples=120,
+    max_examples=400,
     stateful_step_count=100,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
@@ -245,14 +250,16 @@ class SchedulerMachine(RuleBasedStateMachine):
             ticket=self.tickets.get(client.identity),
         )
         sessions_before = core.session_count
-        self.admit_calls = getattr(self, "admit_calls", 0) + 1
         per_request_before = core.stats().request_active
         decision = core.admit(request)
         event(
             "admit: "
             + (decision.reason.value if isinstance(decision, Rejected) else type(decision).__name__)
         )
-        uses_sessions = (
+        # Sessions are for large objects under a session strategy; an active session keeps
+        # its slot (and its session admission) after a switch to shared or a raised
+        # threshold (R-STRAT-4).
+        uses_sessions = client.key in before.active_keys or (
             settings_before.strategy is not Strategy.SHARED
             and client.size > settings_before.session_min_bytes
         )
@@ -267,7 +274,7 @@ class SchedulerMachine(RuleBasedStateMachine):
             if grant.admission == "session":
                 assert uses_sessions
                 assert decision.ticket is not None
-                self._judge_session_grant(grant, client, before, settings_before)
+                self._judge_session_grant(grant, client, before, settings_before, sessions_before)
             else:
                 assert not uses_sessions
                 assert not core.closed
@@ -281,13 +288,22 @@ class SchedulerMachine(RuleBasedStateMachine):
             assert decision.position is None or 1 <= decision.position <= core.waiting_count
             assert decision.ticket is not None
             assert _active_keys(core) <= before.active_keys
+            if core.active_count < before.active:
+                event("an active session yielded its slot")
             self.tickets[client.identity] = decision.ticket
         else:
             self._judge_rejection(decision, client, uses_sessions, sessions_before)
+        # Several requests may share a step: each is judged against the state just before it.
+        self.before = self._snapshot()
         return decision
 
     def _judge_session_grant(
-        self, grant: Grant, client: Client, before: Snapshot, config: SchedulerSettings
+        self,
+        grant: Grant,
+        client: Client,
+        before: Snapshot,
+        config: SchedulerSettings,
+        before_sessions: int,
     ) -> None:
         core = self.core
         key = grant.session_key
@@ -309,7 +325,7 @@ class SchedulerMachine(RuleBasedStateMachine):
             "a principal at its share got a slot while another principal waited"
         )
         self.granted_keys.add(key)
-        event("new activation")
+        event("new activation" if core.session_count > before_sessions else "waiter activated")
         if before.active >= config.sessions - 1:
             event("activation took the last slot")
 
@@ -412,11 +428,25 @@ class SchedulerMachine(RuleBasedStateMachine):
         client = self._pick_client(data)
         self._admit(client, _byte_range(kind, client.size, chunk))
 
-    @precondition(lambda self: bool(self.known))
+    @rule(client=clients, kind=st.sampled_from(RANGE_KINDS), chunk=st.integers(0, 8))
+    def request_new(self, client: Client, kind: str, chunk: int) -> None:
+        if client not in self.known:
+            self.known.append(client)
+        self._admit(client, _byte_range(kind, client.size, chunk))
+
     @rule(data=st.data())
     def request_next(self, data: st.DataObject) -> None:
         """A protocol client reads on: the range after the last one it got in full."""
-        client = data.draw(st.sampled_from(self.known), label="client")
+        self._request_next(self._pick_client(data))
+
+    @precondition(lambda self: bool(self.known))
+    @rule()
+    def everyone_returns(self) -> None:
+        """Every client still around comes back for its next range (a polling round)."""
+        for client in list(self.known):
+            self._request_next(client)
+
+    def _request_next(self, client: Client) -> None:
         offset = self.next_offset.get(client.identity, 0)
         if offset >= client.size:
             offset = 0
@@ -658,10 +688,6 @@ class SchedulerMachine(RuleBasedStateMachine):
         self.granted_keys = set()
 
     def teardown(self) -> None:
-        event(f"steps {self.steps // 20 * 20}")
-        event(f"admits {min(self.core.stats().admitted_total, 6)}")
-        event(f"admit calls {getattr(self, 'admit_calls', 0) // 10 * 10}")
-        event(f"strategy {self.core.settings.strategy} closed {self.core.closed}")
         self._drain_and_check()
 
 
