@@ -727,7 +727,13 @@ class SchedulerCore:
             self._refresh_finish_table(now)
         usable = settings.sessions if session.interactive else settings.sessions - settings.reserve
         usable = max(1, usable)
-        table = self._finish_table[:usable] or [now]
+        skip = 0
+        if not session.interactive:
+            # R-EST-2: a free slot held back as the interactive reserve is not for it.
+            free = max(0, settings.sessions - len(self._active))
+            free_ni = max(0, settings.sessions - settings.reserve - self.active_noninteractive())
+            skip = free - min(free, free_ni)
+        table = self._finish_table[skip : skip + usable] or [now]
         usable = len(table)
         waiting = max(1, len(self._queue))
         mean_size = self._waiting_bytes / waiting

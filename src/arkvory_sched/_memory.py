@@ -20,6 +20,7 @@ from ._model import (
     DeliveryOutcome,
     DownloadRequest,
     Grant,
+    Interrupted,
     Rejected,
     RejectReason,
     SchedulerStats,
@@ -64,6 +65,7 @@ class InMemoryDownloadScheduler(DownloadScheduler):
         )
         self._changed = anyio.Event()
         self._request_waiters: dict[int, anyio.Event] = {}
+        self._refused_at_close: set[int] = set()  # waiters close() drained: never promoted
         self._request_timer = request_timer
 
     @property
@@ -88,8 +90,22 @@ class InMemoryDownloadScheduler(DownloadScheduler):
         self._request_waiters[pending.waiter_id] = event
         try:
             await self._request_timer(event, self._core.settings.transfer_queue_wait_seconds)
+        except BaseException:
+            # The caller gave up (client gone, task cancelled): leave the waiting room,
+            # and hand back a place promotion gave us meanwhile, or it leaks (R-RES-3).
+            drained = pending.waiter_id in self._refused_at_close
+            if not drained and self._core.cancel_pending(pending) is None:
+                taken = self._core.grant_per_request(pending.download_class, None)
+                self._wake_requests(self._core.report(taken.grant, Interrupted()))
+                self._notify()
+            self._refused_at_close.discard(pending.waiter_id)
+            raise
         finally:
             self._request_waiters.pop(pending.waiter_id, None)
+        if pending.waiter_id in self._refused_at_close:
+            # Drained by close(): it holds no place, so it must not be granted one.
+            self._refused_at_close.discard(pending.waiter_id)
+            return Rejected(RejectReason.SHUTTING_DOWN, 5, pending.download_class)
         if self._core.closed and not event.is_set():
             self._core.cancel_pending(pending)
             return Rejected(RejectReason.SHUTTING_DOWN, 5, pending.download_class)
@@ -135,6 +151,7 @@ class InMemoryDownloadScheduler(DownloadScheduler):
 
     async def close(self) -> None:
         waiters = self._core.close()
+        self._refused_at_close.update(waiters)
         for waiter_id in waiters:
             event = self._request_waiters.get(waiter_id)
             if event is not None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
+from typing import Any
 
 from arkvory_sched import (
     Admitted,
@@ -31,8 +32,8 @@ from ._helpers import (
     ask,
     assert_clean,
     deliver,
-    key_of,
     keep_polling,
+    key_of,
     make_core,
     position,
     queued,
@@ -490,8 +491,8 @@ class _Contest:
         return decision
 
 
-def _contest(**overrides: object) -> _Contest:
-    settings: dict[str, object] = {"sessions": 2, "preempt": True}
+def _contest(**overrides: Any) -> _Contest:
+    settings: dict[str, Any] = {"sessions": 2, "preempt": True}
     settings.update(overrides)
     core, clock = make_core(**settings)
     old, young = req("mirror-a", requested_class="bulk"), req("mirror-b", requested_class="bulk")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from arkvory_sched import Admitted, ByteRange, RangeKind, RejectReason, Rejected
+from arkvory_sched import Admitted, ByteRange, Delivered, RangeKind, Rejected, RejectReason
 from arkvory_sched._core import NO_SHOW_MARGIN_SECONDS, PendingRequest
 
 from ._helpers import (
@@ -135,7 +135,7 @@ def test_per_request_queue_bounds_active_waiting_and_per_principal() -> None:
     assert full.reason is RejectReason.REQUEST_QUEUE_FULL
     assert full.retry_after >= 1
     # A finished response promotes the oldest waiter into its place.
-    assert core.report(running[0], _delivered(running[0])) == [first.waiter_id]
+    assert core.report(running[0], Delivered(running[0].byte_range)) == [first.waiter_id]
     assert core.cancel_pending(first) is None  # already promoted: it holds a place
     expired = core.cancel_pending(bob)
     assert isinstance(expired, Rejected)
@@ -151,13 +151,6 @@ def test_per_request_without_wait_rejects_when_places_are_taken() -> None:
     admitted(core.admit(req(size=SMALL)))
     refused = rejected(core.admit(req("bob", size=SMALL)))
     assert refused.reason is RejectReason.REQUEST_QUEUE_FULL
-
-
-def _delivered(grant: object) -> object:
-    from arkvory_sched import Delivered, Grant
-
-    assert isinstance(grant, Grant)
-    return Delivered(grant.byte_range)
 
 
 # --- R-SESS-6: a slot is kept while bytes flow ---------------------------------------------
@@ -547,7 +540,7 @@ def test_free_slot_goes_only_to_a_marked_waiter() -> None:
 
 
 def test_slots_finishing_within_five_seconds_count_as_free() -> None:
-    core, clock = make_core(sessions=1)
+    core, _ = make_core(sessions=1)
     alice = req(size=SIZE)
     deliver(core, admitted(ask(core, alice, span(0, SIZE - CHUNK))))
     last = admitted(ask(core, alice, span(SIZE - CHUNK, SIZE)))  # 8 MiB left in flight

@@ -44,8 +44,8 @@ from arkvory_sched import (
     PrincipalKind,
     Queued,
     RangeKind,
-    RejectReason,
     Rejected,
+    RejectReason,
     SchedulerSettings,
     Strategy,
     TicketSigner,
@@ -167,7 +167,7 @@ def _shares_ok(before: Snapshot, principal: str, per_principal: int) -> bool:
 
 
 @settings(
-    max_examples=400,
+    max_examples=300,
     stateful_step_count=100,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
@@ -196,9 +196,7 @@ class SchedulerMachine(RuleBasedStateMachine):
         aging_minutes=st.sampled_from([0.0, 1.0, 10.0]),
         preempt=st.booleans(),
     )
-    def setup(
-        self, sessions: int, strategy: Strategy, aging_minutes: float, preempt: bool
-    ) -> None:
+    def setup(self, sessions: int, strategy: Strategy, aging_minutes: float, preempt: bool) -> None:
         config = SchedulerSettings(
             strategy=strategy,
             sessions=sessions,
@@ -227,7 +225,7 @@ class SchedulerMachine(RuleBasedStateMachine):
         )
 
     def _pick_client(self, data: st.DataObject) -> Client:
-        if self.known and data.draw(st.booleans(), label="known client"):
+        if bool(self.known) and data.draw(st.booleans(), label="known client"):
             return data.draw(st.sampled_from(self.known), label="client")
         client = data.draw(clients, label="new client")
         if client not in self.known:
@@ -344,7 +342,7 @@ class SchedulerMachine(RuleBasedStateMachine):
             mine = sum(
                 1
                 for flight in self.in_flight
-                if flight.grant.admission == "session" and flight.client.identity == client.identity
+                if flight.grant.admission == "session" and flight.grant.session_key == client.key
             )
             assert mine >= config.ranges_per_session
         elif reason is RejectReason.SHUTTING_DOWN:
@@ -649,9 +647,7 @@ class SchedulerMachine(RuleBasedStateMachine):
             del self.waiters[waiter_id]
         assert self.core.stats().request_waiting == 0
 
-    @precondition(
-        lambda self: bool(self.in_flight or self.waiters or self.core.session_count)
-    )
+    @precondition(lambda self: bool(self.in_flight or self.waiters or self.core.session_count))
     @rule()
     def drain(self) -> None:
         self._drain_and_check()

@@ -1,0 +1,762 @@
+"""The ``DownloadScheduler`` contract, run against every implementation.
+
+Only the async port and the :class:`FakeClock` are used here: no implementation's
+internals. Queue time moves with the fake clock; the few waits that are real time by
+the contract (per-request waiting, ``wait_for_change``) use short timeouts and are
+measured with ``anyio.current_time``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import math
+
+import anyio
+import pytest
+
+from arkvory_sched import (
+    Admitted,
+    ByteRange,
+    ClassStats,
+    Decision,
+    Delivered,
+    DownloadClass,
+    DownloadRequest,
+    DownloadScheduler,
+    Failed,
+    HistogramSnapshot,
+    Interrupted,
+    InvalidRequestError,
+    PrincipalKind,
+    Queued,
+    RangeKind,
+    Rejected,
+    RejectReason,
+    SchedulerStats,
+    Strategy,
+)
+from arkvory_sched.testing import FakeClock
+
+from .conftest import MakeScheduler, contract_settings
+
+pytestmark = pytest.mark.anyio
+
+MIB = 1024 * 1024
+RANGE = 8 * MIB
+BIG = 40 * MIB  # five 8 MiB ranges, well above the 16 MiB session threshold
+SMALL = 1 * MIB
+
+
+def big(
+    principal: str = "ci-bot",
+    download_id: str | None = "dl-1",
+    *,
+    byte_range: ByteRange | None = None,
+    ticket: str | None = None,
+    kind: PrincipalKind = PrincipalKind.SERVICE,
+    object_id: str = "releases/app-2.4.iso",
+    requested_class: str | None = None,
+    address: str = "192.0.2.10",
+) -> DownloadRequest:
+    return DownloadRequest(
+        principal=principal,
+        principal_kind=kind,
+        object_id=object_id,
+        object_size=BIG,
+        byte_range=byte_range,
+        download_id=download_id,
+        client_address=address,
+        requested_class=requested_class,
+        ticket=ticket,
+    )
+
+
+def small(
+    principal: str = "ci-bot",
+    *,
+    kind: PrincipalKind = PrincipalKind.SERVICE,
+    requested_class: str | None = None,
+    download_id: str | None = None,
+) -> DownloadRequest:
+    return DownloadRequest(
+        principal=principal,
+        principal_kind=kind,
+        object_id="docs/readme.txt",
+        object_size=SMALL,
+        download_id=download_id,
+        client_address="192.0.2.20",
+        requested_class=requested_class,
+    )
+
+
+def chunk(index: int, size: int = BIG) -> ByteRange:
+    start = index * RANGE
+    return ByteRange(start, min(size, start + RANGE), RangeKind.BOUNDED)
+
+
+async def admitted(scheduler: DownloadScheduler, request: DownloadRequest) -> Admitted:
+    decision = await scheduler.admit(request)
+    assert isinstance(decision, Admitted), decision
+    return decision
+
+
+async def queued(scheduler: DownloadScheduler, request: DownloadRequest) -> Queued:
+    decision = await scheduler.admit(request)
+    assert isinstance(decision, Queued), decision
+    return decision
+
+
+async def rejected(scheduler: DownloadScheduler, request: DownloadRequest) -> Rejected:
+    decision = await scheduler.admit(request)
+    assert isinstance(decision, Rejected), decision
+    assert decision.retry_after >= 1
+    return decision
+
+
+async def deliver(scheduler: DownloadScheduler, decision: Admitted) -> None:
+    await scheduler.report(decision.grant, Delivered(decision.grant.byte_range))
+
+
+def ticket_arrival(ticket: str | None) -> str:
+    """The arrival field of a ``2.<arrival>.<issued>.<signature>`` ticket (R-TICKET-1)."""
+    assert ticket is not None
+    version, arrival, _issued, _signature = ticket.split(".")
+    assert version == "2"
+    return arrival
+
+
+# ---------------------------------------------------------------------- sessions
+
+
+async def test_big_object_is_admitted_as_a_session(scheduler: DownloadScheduler) -> None:
+    decision = await admitted(scheduler, big())
+    assert decision.admission == "session"
+    assert decision.download_class is DownloadClass.RELEASE
+    assert decision.grant.byte_range == ByteRange.whole(BIG)
+    assert decision.ticket is not None
+    stats = await scheduler.stats()
+    assert stats.active == 1
+    assert stats.per_class[DownloadClass.RELEASE].active == 1
+    assert stats.waiting == 0
+    await scheduler.report(decision.grant, Interrupted())
+
+
+async def test_ranges_of_an_active_session_pass_without_new_admission(
+    make_scheduler: MakeScheduler,
+) -> None:
+    scheduler = await make_scheduler(contract_settings(sessions=1, ranges_per_session=2))
+    first = await admitted(scheduler, big(byte_range=chunk(0)))
+    second = await admitted(scheduler, big(byte_range=chunk(1)))
+    assert first.grant.admission == second.grant.admission == "session"
+    # R-SESS-11: at most ranges_per_session responses of one session at once.
+    refused = await rejected(scheduler, big(byte_range=chunk(2)))
+    assert refused.reason is RejectReason.RANGES_PER_SESSION
+    assert (await scheduler.stats()).active == 1
+    await deliver(scheduler, first)
+    third = await admitted(scheduler, big(byte_range=chunk(2)))
+    assert third.admission == "session"
+    assert (await scheduler.stats()).active == 1
+    for decision in (second, third):
+        await scheduler.report(decision.grant, Interrupted())
+
+
+async def test_when_slots_are_exhausted_a_newcomer_is_queued(
+    make_scheduler: MakeScheduler, clock: FakeClock
+) -> None:
+    scheduler = await make_scheduler(contract_settings(sessions=1))
+    holder = await admitted(scheduler, big("holder"))
+    now = clock.wall()
+
+    first = await queued(scheduler, big("alpha", "dl-a"))
+    assert first.position is None or first.position >= 1
+    assert first.reason == "download_queued"
+    assert first.download_class is DownloadClass.RELEASE
+    assert now <= first.starts_earliest <= first.starts_at <= first.starts_latest
+    assert first.check_at > now
+    assert first.retry_after >= 1
+    assert first.retry_after <= math.ceil(first.check_at - now) + 1
+    assert first.ticket is not None
+    second = await queued(scheduler, big("beta", "dl-b"))
+    assert second.ticket is not None
+    assert second.ticket != first.ticket
+
+    stats = await scheduler.stats()
+    assert (stats.active, stats.waiting) == (1, 2)
+
+    await scheduler.tick()
+    clock.advance(1.0)
+    again = await queued(scheduler, big("alpha", "dl-a", ticket=first.ticket))
+    later = await queued(scheduler, big("beta", "dl-b", ticket=second.ticket))
+    assert (again.position, later.position) == (1, 2)
+    assert again.starts_at <= later.starts_at
+    assert ticket_arrival(again.ticket) == ticket_arrival(first.ticket)
+    await scheduler.report(holder.grant, Interrupted())
+
+
+async def test_small_object_is_admitted_per_request(make_scheduler: MakeScheduler) -> None:
+    scheduler = await make_scheduler(contract_settings(sessions=1))
+    decision = await admitted(scheduler, small())
+    assert decision.admission == "per-request"
+    assert decision.grant.byte_range == ByteRange.whole(SMALL)
+    stats = await scheduler.stats()
+    assert (stats.request_active, stats.active, stats.waiting) == (1, 0, 0)
+    await deliver(scheduler, decision)
+    assert (await scheduler.stats()).request_active == 0
+
+
+async def test_small_objects_do_not_wait_behind_big_downloads(
+    make_scheduler: MakeScheduler,
+) -> None:
+    scheduler = await make_scheduler(contract_settings(sessions=1))
+    holder = await admitted(scheduler, big("holder"))
+    await queued(scheduler, big("alpha", "dl-a"))
+    decision = await admitted(scheduler, small("alpha"))
+    assert decision.admission == "per-request"
+    await deliver(scheduler, decision)
+    await scheduler.report(holder.grant, Interrupted())
+
+
+@pytest.mark.parametrize(
+    "reads",
+    [
+        pytest.param([None], id="whole"),
+        pytest.param([chunk(i) for i in range(5)], id="sequential"),
+        pytest.param(
+            [ByteRange(BIG - 1024, BIG, RangeKind.BOUNDED)] + [chunk(i) for i in range(5)],
+            id="tail-first",
+        ),
+        pytest.param([ByteRange(16 * MIB, BIG, RangeKind.OPEN)], id="resumed-mid-file"),
+        pytest.param([chunk(i) for i in (0, 2, 4, 1, 3)], id="out-of-order"),
+    ],
+)
+async def test_delivering_the_download_completes_it_and_frees_the_slot(
+    make_scheduler: MakeScheduler, reads: list[ByteRange | None]
+) -> None:
+    scheduler = await make_scheduler(contract_settings(sessions=1))
+    completed = (await scheduler.stats()).completed_total
+    for index, byte_range in enumerate(reads):
+        decision = await admitted(scheduler, big(byte_range=byte_range))
+        assert decision.admission == "session"
+        stats = await scheduler.stats()
+        assert stats.active == 1
+        assert stats.completed_total == completed, f"complete before read {index}"
+        await deliver(scheduler, decision)
+    stats = await scheduler.stats()
+    assert (stats.active, stats.waiting, stats.paused) == (0, 0, 0)
+    assert stats.completed_total == completed + 1
+    # The slot is free again: a newcomer starts at once.
+    newcomer = await admitted(scheduler, big("alpha", "dl-a"))
+    await scheduler.report(newcomer.grant, Interrupted())
+
+
+async def test_interrupted_and_failed_free_the_response_but_add_nothing(
+    make_scheduler: MakeScheduler,
+) -> None:
+    scheduler = await make_scheduler(contract_settings(sessions=1, ranges_per_session=1))
+    for outcome in (Interrupted(bytes_sent=BIG // 2), Failed(bytes_sent=BIG - 1), Failed()):
+        decision = await admitted(scheduler, big())
+        refused = await rejected(scheduler, big(byte_range=chunk(1)))
+        assert refused.reason is RejectReason.RANGES_PER_SESSION
+        await scheduler.report(decision.grant, outcome)
+        stats = await scheduler.stats()
+        assert stats.active == 1, "the session keeps its slot"
+        assert stats.completed_total == 0, f"{outcome} counted bytes"
+    decision = await admitted(scheduler, big())
+    await deliver(scheduler, decision)
+    stats = await scheduler.stats()
+    assert (stats.active, stats.completed_total) == (0, 1)
+
+
+async def test_reporting_a_grant_twice_is_a_no_op(make_scheduler: MakeScheduler) -> None:
+    scheduler = await make_scheduler(contract_settings(sessions=1, max_downloads=1))
+    first = await admitted(scheduler, big(byte_range=chunk(0)))
+    await deliver(scheduler, first)
+    before = await scheduler.stats()
+    await deliver(scheduler, first)
+    await scheduler.report(first.grant, Failed())
+    after = await scheduler.stats()
+    assert (after.active, after.waiting, after.paused, after.completed_total) == (
+        before.active,
+        before.waiting,
+        before.paused,
+        before.completed_total,
+    )
+    assert after.per_class == before.per_class
+
+    one = await admitted(scheduler, small("alpha"))
+    await deliver(scheduler, one)
+    two = await admitted(scheduler, small("beta"))
+    await deliver(scheduler, one)  # again: must not free the place `two` holds
+    assert (await scheduler.stats()).request_active == 1
+    await deliver(scheduler, two)
+    assert (await scheduler.stats()).request_active == 0
+
+
+async def test_idle_session_releases_its_slot_on_tick(
+    make_scheduler: MakeScheduler, clock: FakeClock
+) -> None:
+    scheduler = await make_scheduler(contract_settings(sessions=1, idle_seconds=30.0))
+    decision = await admitted(scheduler, big(byte_range=chunk(0)))
+    await deliver(scheduler, decision)
+    clock.advance(29.0)
+    await scheduler.tick()
+    assert (await scheduler.stats()).active == 1
+    clock.advance(2.0)
+    await scheduler.tick()
+    stats = await scheduler.stats()
+    assert stats.active == 0
+    assert stats.paused == 1
+    assert stats.idle_releases_total == 1
+    newcomer = await admitted(scheduler, big("alpha", "dl-a"))
+    await scheduler.report(newcomer.grant, Interrupted())
+
+
+async def test_tail_only_session_holds_its_slot_briefly(
+    make_scheduler: MakeScheduler, clock: FakeClock
+) -> None:
+    scheduler = await make_scheduler(contract_settings(sessions=1, idle_seconds=30.0))
+    tail = ByteRange(BIG - 64 * 1024, BIG, RangeKind.SUFFIX)
+    decision = await admitted(scheduler, big(byte_range=tail))
+    await deliver(scheduler, decision)
+    clock.advance(6.0)  # R-SESS-10: 5 s, not idle_seconds
+    await scheduler.tick()
+    assert (await scheduler.stats()).active == 0
+
+
+async def test_a_long_response_keeps_its_slot(
+    make_scheduler: MakeScheduler, clock: FakeClock
+) -> None:
+    scheduler = await make_scheduler(contract_settings(sessions=1, idle_seconds=30.0))
+    decision = await admitted(scheduler, big())
+    clock.advance(120.0)
+    await scheduler.tick()
+    assert (await scheduler.stats()).active == 1, "a long response keeps its slot"
+    await scheduler.report(decision.grant, Interrupted())
+
+
+async def test_queued_client_returning_after_tick_marks_it_is_admitted(
+    make_scheduler: MakeScheduler, clock: FakeClock
+) -> None:
+    scheduler = await make_scheduler(contract_settings(sessions=1))
+    holder = await admitted(scheduler, big("holder"))
+    waiting = await queued(scheduler, big("alpha", "dl-a"))
+    await deliver(scheduler, holder)
+    assert (await scheduler.stats()).active == 0
+    await scheduler.tick()
+    clock.advance(waiting.retry_after)
+    decision = await admitted(scheduler, big("alpha", "dl-a", ticket=waiting.ticket))
+    assert decision.admission == "session"
+    stats = await scheduler.stats()
+    assert (stats.active, stats.waiting) == (1, 0)
+    await scheduler.report(decision.grant, Interrupted())
+
+
+async def test_waiting_client_that_never_returns_is_removed(
+    make_scheduler: MakeScheduler, clock: FakeClock
+) -> None:
+    scheduler = await make_scheduler(contract_settings(sessions=1))
+    holder = await admitted(scheduler, big("holder"))
+    await queued(scheduler, big("alpha", "dl-a"))
+    clock.advance(11 * 60.0)
+    await scheduler.tick()
+    stats = await scheduler.stats()
+    assert (stats.active, stats.waiting) == (1, 0)
+    assert stats.no_shows_total == 1
+    await scheduler.report(holder.grant, Interrupted())
+
+
+# ---------------------------------------------------------------------- wait_for_change
+
+
+async def test_wait_for_change_returns_early_when_a_slot_frees(
+    make_scheduler: MakeScheduler,
+) -> None:
+    scheduler = await make_scheduler(contract_settings(sessions=1))
+    holder = await admitted(scheduler, big("holder"))
+    await queued(scheduler, big("alpha", "dl-a"))
+    elapsed: list[float] = []
+
+    async def waiter() -> None:
+        started = anyio.current_time()
+        await scheduler.wait_for_change(5.0)
+        elapsed.append(anyio.current_time() - started)
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(waiter)
+        await anyio.sleep(0.05)
+        await deliver(scheduler, holder)
+    assert len(elapsed) == 1
+    assert 0.04 <= elapsed[0] < 2.5
+
+
+async def test_wait_for_change_returns_after_the_timeout(scheduler: DownloadScheduler) -> None:
+    started = anyio.current_time()
+    await scheduler.wait_for_change(0.05)
+    elapsed = anyio.current_time() - started
+    assert 0.04 <= elapsed < 1.0
+    started = anyio.current_time()
+    await scheduler.wait_for_change(0.0)
+    assert anyio.current_time() - started < 0.5
+
+
+async def test_wait_for_change_returns_on_close(scheduler: DownloadScheduler) -> None:
+    elapsed: list[float] = []
+
+    async def waiter() -> None:
+        started = anyio.current_time()
+        await scheduler.wait_for_change(5.0)
+        elapsed.append(anyio.current_time() - started)
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(waiter)
+        await anyio.sleep(0.05)
+        await scheduler.close()
+    assert len(elapsed) == 1
+    assert elapsed[0] < 2.5
+
+
+# ---------------------------------------------------------------------- configure
+
+
+async def test_configure_applies_to_the_next_decision(make_scheduler: MakeScheduler) -> None:
+    settings = contract_settings(sessions=1)
+    scheduler = await make_scheduler(settings)
+    first = await admitted(scheduler, big("alpha", "dl-a"))
+    await queued(scheduler, big("beta", "dl-b"))
+
+    await scheduler.configure(settings.with_changes(sessions=3))
+    assert scheduler.settings.sessions == 3
+    await scheduler.tick()
+    second = await admitted(scheduler, big("beta", "dl-b"))
+    third = await admitted(scheduler, big("gamma", "dl-c"))
+    assert (await scheduler.stats()).active == 3
+
+    # Fewer slots: active sessions keep theirs, nobody new starts.
+    await scheduler.configure(settings.with_changes(sessions=1))
+    assert scheduler.settings.sessions == 1
+    for principal, download_id in (("alpha", "dl-a"), ("beta", "dl-b"), ("gamma", "dl-c")):
+        decision = await admitted(scheduler, big(principal, download_id, byte_range=chunk(1)))
+        assert decision.admission == "session"
+        await scheduler.report(decision.grant, Interrupted())
+    await queued(scheduler, big("delta", "dl-d"))
+    stats = await scheduler.stats()
+    assert (stats.active, stats.sessions_limit) == (3, 1)
+
+    # R-STRAT-3: under `shared` a new big download is admitted per request.
+    await scheduler.configure(settings.with_changes(strategy=Strategy.SHARED))
+    shared = await admitted(scheduler, big("epsilon", "dl-e"))
+    assert shared.admission == "per-request"
+    assert (await scheduler.stats()).admission == "per-request"
+    for decision in (first, second, third, shared):
+        await scheduler.report(decision.grant, Interrupted())
+
+
+async def test_configure_keeps_environment_only_fields(make_scheduler: MakeScheduler) -> None:
+    settings = contract_settings()
+    scheduler = await make_scheduler(settings)
+    await scheduler.configure(
+        settings.with_changes(
+            idle_seconds=12.0,
+            queue_limit=5,
+            queue_per_principal=5,
+            max_downloads=9,
+            transfer_queue_limit=3,
+            transfer_queue_wait_seconds=7.0,
+        )
+    )
+    applied = scheduler.settings
+    assert applied.idle_seconds == 12.0
+    assert applied.queue_limit == settings.queue_limit
+    assert applied.queue_per_principal == settings.queue_per_principal
+    assert applied.max_downloads == settings.max_downloads
+    assert applied.transfer_queue_limit == settings.transfer_queue_limit
+    assert applied.transfer_queue_wait_seconds == settings.transfer_queue_wait_seconds
+
+
+# ---------------------------------------------------------------------- stats
+
+
+def _leaves(value: object, path: str = "stats") -> list[tuple[str, object]]:
+    """Every leaf of a stats value; only aggregates may appear (R-VIS-4)."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        assert isinstance(value, SchedulerStats | ClassStats | HistogramSnapshot), path
+        found: list[tuple[str, object]] = []
+        for item in dataclasses.fields(value):
+            found += _leaves(getattr(value, item.name), f"{path}.{item.name}")
+        return found
+    if isinstance(value, dict):
+        found = []
+        for key, item in value.items():
+            assert isinstance(key, enum.Enum), f"{path} is keyed by {key!r}"
+            found += _leaves(item, f"{path}[{key.value}]")
+        return found
+    if isinstance(value, tuple):
+        return [
+            leaf for index, item in enumerate(value) for leaf in _leaves(item, f"{path}.{index}")
+        ]
+    assert value is None or isinstance(value, int | float | str | enum.Enum), (path, value)
+    assert not isinstance(value, bytes), path
+    return [(path, value)]
+
+
+async def test_stats_carry_no_ids(make_scheduler: MakeScheduler) -> None:
+    scheduler = await make_scheduler(contract_settings(sessions=1))
+    secrets = ("alice@example.org", "dl-7f3a9c", "private/alice-backup.tar", "203.0.113.77")
+    request = DownloadRequest(
+        principal=secrets[0],
+        principal_kind=PrincipalKind.PERSON,
+        object_id=secrets[2],
+        object_size=BIG,
+        download_id=secrets[1],
+        client_address=secrets[3],
+    )
+    active = await admitted(scheduler, request)
+    waiting = await queued(scheduler, big("bob@example.org", "dl-bob"))
+    per_request = await admitted(scheduler, small(secrets[0]))
+    stats = await scheduler.stats()
+    assert (stats.active, stats.waiting, stats.request_active) == (1, 1, 1)
+    for path, leaf in _leaves(stats):
+        if isinstance(leaf, str):
+            assert not any(secret in leaf for secret in secrets), path
+            assert "bob@example.org" not in leaf, path
+    text = repr(stats)
+    assert not any(secret in text for secret in (*secrets, "bob@example.org"))
+    assert waiting.ticket is None or waiting.ticket not in text
+    await scheduler.report(active.grant, Interrupted())
+    await scheduler.report(per_request.grant, Interrupted())
+
+
+# ---------------------------------------------------------------------- close
+
+
+async def test_close_refuses_new_and_waiting_but_finishes_active(
+    make_scheduler: MakeScheduler,
+) -> None:
+    scheduler = await make_scheduler(contract_settings(sessions=1))
+    active = await admitted(scheduler, big("holder", byte_range=chunk(0)))
+    await deliver(scheduler, active)
+    waiting = await queued(scheduler, big("alpha", "dl-a"))
+    await scheduler.close()
+    assert (await scheduler.stats()).closed
+
+    returning = await rejected(scheduler, big("alpha", "dl-a", ticket=waiting.ticket))
+    assert returning.reason is RejectReason.SHUTTING_DOWN
+    newcomer = await rejected(scheduler, big("beta", "dl-b"))
+    assert newcomer.reason is RejectReason.SHUTTING_DOWN
+    tiny = await rejected(scheduler, small("gamma"))
+    assert tiny.reason is RejectReason.SHUTTING_DOWN
+
+    # R-RES-4: active downloads are finished.
+    for index in range(1, 5):
+        decision = await admitted(scheduler, big("holder", byte_range=chunk(index)))
+        assert decision.admission == "session"
+        await deliver(scheduler, decision)
+    stats = await scheduler.stats()
+    assert stats.active == 0
+    assert stats.completed_total == 1
+
+
+async def test_close_refuses_held_per_request_waiters(make_scheduler: MakeScheduler) -> None:
+    scheduler = await make_scheduler(
+        contract_settings(max_downloads=1, transfer_queue_wait_seconds=5.0)
+    )
+    holder = await admitted(scheduler, small("alpha"))
+    results: list[tuple[Decision, float]] = []
+
+    async def second() -> None:
+        started = anyio.current_time()
+        decision = await scheduler.admit(small("beta"))
+        results.append((decision, anyio.current_time() - started))
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(second)
+        await anyio.sleep(0.05)
+        assert (await scheduler.stats()).request_waiting == 1
+        await scheduler.close()
+    [(decision, elapsed)] = results
+    assert isinstance(decision, Rejected), decision
+    assert decision.reason is RejectReason.SHUTTING_DOWN
+    assert elapsed < 2.5
+    stats = await scheduler.stats()
+    assert (stats.request_active, stats.request_waiting) == (1, 0)
+    await deliver(scheduler, holder)
+    assert (await scheduler.stats()).request_active == 0
+
+
+# ---------------------------------------------------------------------- per-request waits
+
+
+async def test_per_request_waits_for_a_place_then_expires(make_scheduler: MakeScheduler) -> None:
+    scheduler = await make_scheduler(
+        contract_settings(max_downloads=1, transfer_queue_wait_seconds=0.2)
+    )
+    first = await admitted(scheduler, small("alpha"))
+    results: list[tuple[Decision, float]] = []
+
+    async def ask(principal: str) -> None:
+        started = anyio.current_time()
+        decision = await scheduler.admit(small(principal))
+        results.append((decision, anyio.current_time() - started))
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(ask, "beta")
+        await anyio.sleep(0.05)
+        assert (await scheduler.stats()).request_waiting == 1
+        await deliver(scheduler, first)
+    [(second, waited)] = results
+    assert isinstance(second, Admitted), second
+    assert second.admission == "per-request"
+    assert waited < 0.2
+
+    results.clear()
+    await ask("gamma")
+    [(third, waited)] = results
+    assert isinstance(third, Rejected), third
+    assert third.reason is RejectReason.REQUEST_WAIT_EXPIRED
+    assert third.retry_after >= 1
+    assert 0.15 <= waited < 2.0
+    stats = await scheduler.stats()
+    assert (stats.request_active, stats.request_waiting) == (1, 0)
+    await deliver(scheduler, second)
+    assert (await scheduler.stats()).request_active == 0
+
+
+async def test_cancelled_per_request_wait_takes_no_place(make_scheduler: MakeScheduler) -> None:
+    scheduler = await make_scheduler(
+        contract_settings(max_downloads=1, transfer_queue_wait_seconds=5.0)
+    )
+    first = await admitted(scheduler, small("alpha"))
+    with anyio.move_on_after(0.05):
+        await scheduler.admit(small("beta"))
+    assert (await scheduler.stats()).request_waiting == 0
+    await deliver(scheduler, first)
+    assert (await scheduler.stats()).request_active == 0
+    after = await admitted(scheduler, small("gamma"))
+    await deliver(scheduler, after)
+
+
+async def test_per_request_waiter_cancelled_as_it_is_promoted_gives_the_place_back(
+    make_scheduler: MakeScheduler,
+) -> None:
+    scheduler = await make_scheduler(
+        contract_settings(max_downloads=1, transfer_queue_wait_seconds=5.0)
+    )
+    first = await admitted(scheduler, small("alpha"))
+    results: list[Decision] = []
+    scope = anyio.CancelScope()
+
+    async def second() -> None:
+        with scope:
+            results.append(await scheduler.admit(small("beta")))
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(second)
+        await anyio.sleep(0.05)
+        scope.cancel()  # the client goes away …
+        await deliver(scheduler, first)  # … while its wait is being promoted into a place
+    for decision in results:  # it may have been answered first; then it reports
+        if isinstance(decision, Admitted):
+            await deliver(scheduler, decision)
+    stats = await scheduler.stats()
+    assert (stats.request_active, stats.request_waiting) == (0, 0)
+    after = await admitted(scheduler, small("gamma"))
+    await deliver(scheduler, after)
+
+
+# ---------------------------------------------------------------------- request checks
+
+
+@pytest.mark.parametrize("value", ["gold", "", "urgent!"])
+@pytest.mark.parametrize("size", ["big", "small"])
+async def test_unknown_download_class_is_invalid(
+    scheduler: DownloadScheduler, value: str, size: str
+) -> None:
+    request = big(requested_class=value) if size == "big" else small(requested_class=value)
+    with pytest.raises(InvalidRequestError) as raised:
+        await scheduler.admit(request)
+    assert raised.value.field == "download_class"
+    stats = await scheduler.stats()
+    assert (stats.active, stats.waiting, stats.request_active) == (0, 0, 0)
+
+
+@pytest.mark.parametrize("value", ["", "has space", "x" * 1000, "line\nbreak", "naïve"])
+@pytest.mark.parametrize("size", ["big", "small"])
+async def test_malformed_download_id_is_invalid(
+    scheduler: DownloadScheduler, value: str, size: str
+) -> None:
+    request = big(download_id=value) if size == "big" else small(download_id=value)
+    with pytest.raises(InvalidRequestError) as raised:
+        await scheduler.admit(request)
+    assert raised.value.field == "download_id"
+    stats = await scheduler.stats()
+    assert (stats.active, stats.waiting, stats.request_active) == (0, 0, 0)
+
+
+@pytest.mark.parametrize(
+    ("kind", "requested", "applied"),
+    [
+        (PrincipalKind.SERVICE, "bulk", DownloadClass.BULK),
+        (PrincipalKind.SERVICE, " Background ", DownloadClass.BACKGROUND),
+        (PrincipalKind.SERVICE, "interactive", DownloadClass.RELEASE),
+        (PrincipalKind.PERSON, None, DownloadClass.INTERACTIVE),
+        (PrincipalKind.LINK, None, DownloadClass.RELEASE),
+    ],
+)
+async def test_a_client_may_only_lower_its_class(
+    scheduler: DownloadScheduler,
+    kind: PrincipalKind,
+    requested: str | None,
+    applied: DownloadClass,
+) -> None:
+    decision = await admitted(scheduler, big(kind=kind, requested_class=requested))
+    assert decision.download_class is applied
+    await scheduler.report(decision.grant, Interrupted())
+
+
+# ---------------------------------------------------------------------- tickets
+
+
+@pytest.mark.parametrize(
+    "principals",
+    [
+        pytest.param(("alpha", "beta", "gamma"), id="three-principals"),
+        # A fleet of agents under one service account: FIFO within the principal.
+        pytest.param(("fleet", "fleet", "fleet"), id="one-principal"),
+    ],
+)
+async def test_ticket_keeps_the_place_across_a_new_scheduler(
+    make_scheduler: MakeScheduler, clock: FakeClock, principals: tuple[str, str, str]
+) -> None:
+    first, second, third = principals
+    settings = contract_settings(sessions=1)
+    old = await make_scheduler(settings)
+    old_holder = await admitted(old, big("holder", "dl-h"))
+    earlier = await queued(old, big(first, "dl-a"))
+    assert earlier.ticket is not None
+    await old.report(old_holder.grant, Interrupted())
+    clock.advance(5.0)
+
+    new = await make_scheduler(settings)  # a restart: same keys, same clock
+    holder = await admitted(new, big("holder", "dl-h"))
+    await queued(new, big(second, "dl-b"))  # arrives after the first download did
+    clock.advance(1.0)
+    await queued(new, big(first, "dl-a", ticket=earlier.ticket))
+    # The ticket cannot be moved to another download: that one queues anew.
+    await queued(new, big(third, "dl-g", ticket=earlier.ticket))
+    await new.tick()
+    clock.advance(1.0)
+
+    returning = await queued(new, big(first, "dl-a", ticket=earlier.ticket))
+    later = await queued(new, big(second, "dl-b"))
+    moved = await queued(new, big(third, "dl-g"))
+    assert (returning.position, later.position, moved.position) == (1, 2, 3)
+    assert ticket_arrival(returning.ticket) == ticket_arrival(earlier.ticket)
+    assert ticket_arrival(moved.ticket) != ticket_arrival(earlier.ticket)
+
+    await deliver(new, holder)
+    await new.tick()
+    clock.advance(1.0)
+    started = await admitted(new, big(first, "dl-a", ticket=returning.ticket))
+    assert started.admission == "session"
+    await new.report(started.grant, Interrupted())
