@@ -204,7 +204,7 @@ class SchedulerCore:
         if session is None:
             return self._admit_new(request, key, cls, download_id is not None, byte_range, now)
         if session.state is SessionState.ACTIVE:
-            if session.yield_requested and session.has_id:
+            if session.yield_requested and session.has_id and not self._closed:
                 self._requeue_yielded(session, now)
                 return self._queued(session, now, newcomer=False)
             if session.in_flight >= self._settings.ranges_per_session:
@@ -278,6 +278,7 @@ class SchedulerCore:
 
     def _admit_range(self, session: Session, byte_range: ByteRange | None, now: float) -> Admitted:
         session.in_flight += 1
+        session.interrupted = False
         session.last_activity = now
         if byte_range is not None and not byte_range.is_tail_read(session.object_size):
             known = session.start_offset
@@ -349,6 +350,10 @@ class SchedulerCore:
             self._request_seconds = 0.8 * self._request_seconds + 0.2 * max(duration, 0.01)
             return self._requests.release()
         session.in_flight = max(0, session.in_flight - 1)
+        if counted is None and not session.in_flight:
+            # Cancelled or failed with nothing else in flight: hold the slot only as
+            # long as a tail read, so a client that gave up does not idle it for 30 s.
+            session.interrupted = True
         session.last_activity = now
         if counted is not None:
             if session.delivered is None:
@@ -425,7 +430,8 @@ class SchedulerCore:
         for session in list(self._active.values()):
             if session.in_flight:
                 continue
-            limit = tail_hold if session.start_offset is None else idle_seconds
+            short = session.start_offset is None or session.interrupted
+            limit = tail_hold if short else idle_seconds
             if now - session.last_activity > limit:
                 self._pause(session, now)
                 self._counters.idle_releases += 1
@@ -437,6 +443,8 @@ class SchedulerCore:
         settings = self._settings
         if not settings.preempt or settings.strategy is Strategy.SHARED:
             return False  # R-STRAT-3/4: under shared, active sessions are not interrupted
+        if self._closed:
+            return False  # R-RES-4: after close() active downloads are finished
         pending = self._pending_yield
         if pending is not None:
             if pending.state is SessionState.ACTIVE and pending.yield_requested:

@@ -71,6 +71,7 @@ class Session:
         "first_estimate",
         "has_id",
         "in_flight",
+        "interrupted",
         "key",
         "last_activity",
         "mark",
@@ -123,6 +124,7 @@ class Session:
         self.first_estimate: float | None = None
         self.slot_since = 0.0
         self.in_flight = 0
+        self.interrupted = False
         self.last_activity = arrival
         self.start_offset: int | None = None
         self.delivered: DeliveredRanges | None = None

@@ -569,3 +569,31 @@ def test_marked_waiter_starts_with_its_own_range() -> None:
     assert grant.byte_range == ByteRange(3 * CHUNK, SIZE, RangeKind.OPEN)
     deliver(core, grant)
     assert core.session_count == 0  # resumed from 3 chunks: complete
+
+
+@pytest.mark.parametrize("how", ["interrupted", "failed"])
+def test_cancelled_download_frees_its_slot_after_five_seconds(how: str) -> None:
+    """R-SESS-6: cancellation frees the slot — after the short tail hold, not idleSeconds,
+    so a retrying client keeps it but a client that gave up does not idle it for 30 s."""
+    core, clock = make_core(sessions=1)
+    grant = start(core, req("alice", download_id="a", byte_range=span(0, CHUNK)))
+    (interrupt if how == "interrupted" else fail)(core, grant)
+    clock.advance(4.0)
+    core.tick()
+    assert core.active_count == 1
+    clock.advance(1.5)
+    core.tick()
+    assert core.active_count == 0
+    assert core.stats().paused == 1
+    assert core.debug_invariants() == []
+
+
+def test_retry_after_interruption_keeps_the_full_idle_allowance() -> None:
+    core, clock = make_core(sessions=1)
+    request = req("alice", download_id="a", byte_range=span(0, CHUNK))
+    interrupt(core, start(core, request))
+    clock.advance(1.0)
+    deliver(core, admitted(ask(core, request, span(0, CHUNK))))
+    clock.advance(20.0)
+    core.tick()
+    assert core.active_count == 1
