@@ -366,6 +366,53 @@ async def test_waiting_client_that_never_returns_is_removed(
     await scheduler.report(holder.grant, Interrupted())
 
 
+async def test_reserved_slot_is_kept_for_interactive(
+    make_scheduler: MakeScheduler, clock: FakeClock
+) -> None:
+    scheduler = await make_scheduler(contract_settings(sessions=4, reserve=1, per_principal=4))
+    grants = [await admitted(scheduler, big(f"agent-{n}", f"dl-{n}")) for n in range(3)]
+    # R-CLASS-3: the fourth slot is not for release traffic, whoever came first …
+    agent = await queued(scheduler, big("agent-3", "dl-3"))
+    clock.advance(1.0)
+    ann = big("ann", "dl-p", kind=PrincipalKind.PERSON)
+    first_answer = await scheduler.admit(ann)
+    await scheduler.tick()
+    clock.advance(1.0)
+    assert isinstance(await scheduler.admit(big("agent-3", "dl-3", ticket=agent.ticket)), Queued)
+    # … but a person gets it (at once, or on return after the next tick).
+    if isinstance(first_answer, Admitted):
+        person = first_answer
+    else:
+        assert isinstance(first_answer, Queued), first_answer
+        person = await admitted(scheduler, ann)
+    assert person.download_class is DownloadClass.INTERACTIVE
+    assert (await scheduler.stats()).active == 4
+    for decision in [*grants, person]:
+        await scheduler.report(decision.grant, Interrupted())
+
+
+async def test_principal_beyond_its_share_yields_to_a_contender(
+    make_scheduler: MakeScheduler, clock: FakeClock
+) -> None:
+    scheduler = await make_scheduler(contract_settings(sessions=3, per_principal=1))
+    # With nobody else waiting, a free slot is given beyond the share (R-CLASS-5).
+    first = await admitted(scheduler, big("fleet", "dl-1"))
+    second = await admitted(scheduler, big("fleet", "dl-2"))
+    other = await admitted(scheduler, big("solo", "dl-s"))
+    over = await queued(scheduler, big("fleet", "dl-3"))  # fleet is over its share
+    clock.advance(1.0)
+    contender = await queued(scheduler, big("newcomer", "dl-n"))  # arrived later
+    await deliver(scheduler, first)
+    await scheduler.tick()
+    clock.advance(1.0)
+    # fleet asks first, but holds its share while another principal waits.
+    assert isinstance(await scheduler.admit(big("fleet", "dl-3", ticket=over.ticket)), Queued)
+    started = await admitted(scheduler, big("newcomer", "dl-n", ticket=contender.ticket))
+    assert started.admission == "session"
+    for decision in (second, other, started):
+        await scheduler.report(decision.grant, Interrupted())
+
+
 # ---------------------------------------------------------------------- wait_for_change
 
 
@@ -555,6 +602,42 @@ async def test_close_refuses_new_and_waiting_but_finishes_active(
     stats = await scheduler.stats()
     assert stats.active == 0
     assert stats.completed_total == 1
+
+
+@pytest.mark.parametrize("preempted_before_close", [False, True])
+async def test_close_lets_an_active_download_finish_even_if_preemption_was_due(
+    make_scheduler: MakeScheduler, clock: FakeClock, preempted_before_close: bool
+) -> None:
+    scheduler = await make_scheduler(contract_settings(sessions=1, preempt=True))
+
+    def mirror(index: int) -> DownloadRequest:
+        return big("mirror", "dl-m", requested_class="bulk", byte_range=chunk(index))
+
+    # A bulk protocol client holds the only slot for over a minute …
+    for index in range(2):
+        decision = await admitted(scheduler, mirror(index))
+        await deliver(scheduler, decision)
+        clock.advance(25.0)
+    # … while a person waits: the textbook case for preemption (R-PREEMPT-1).
+    person = big("ann", "dl-p", kind=PrincipalKind.PERSON)
+    await queued(scheduler, person)
+    decision = await admitted(scheduler, mirror(2))
+    await deliver(scheduler, decision)
+    clock.advance(15.0)
+    if preempted_before_close:
+        await scheduler.tick()
+    await scheduler.close()
+    await scheduler.tick()
+
+    # R-RES-4: the active download is finished, not sent back to a closed queue.
+    for index in range(3, 5):
+        decision = await admitted(scheduler, mirror(index))
+        assert decision.admission == "session"
+        await deliver(scheduler, decision)
+    stats = await scheduler.stats()
+    assert (stats.active, stats.completed_total) == (0, 1)
+    refused = await rejected(scheduler, person)
+    assert refused.reason is RejectReason.SHUTTING_DOWN
 
 
 async def test_close_refuses_held_per_request_waiters(make_scheduler: MakeScheduler) -> None:

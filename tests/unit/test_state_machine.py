@@ -92,13 +92,8 @@ class Client:
 
     @property
     def key(self) -> bytes:
+        """Its session key (R-SESS-2): principal, object, and the id or else the address."""
         return session_key(self.principal, self.object_id, self.download_id, self.address)
-
-    @property
-    def identity(self) -> tuple[str, str, str]:
-        """What the session key is made of (R-SESS-2): the id, or else the address."""
-        tag = f"id:{self.download_id}" if self.download_id is not None else f"ip:{self.address}"
-        return (self.principal, self.object_id, tag)
 
 
 @dataclass(slots=True)
@@ -126,7 +121,6 @@ class Snapshot:
     active: int
     active_noninteractive: int
     contenders: int
-    sessions: int
     principal_active: dict[str, int] = field(default_factory=dict)
 
 
@@ -158,7 +152,7 @@ def _byte_range(kind: str, size: int, chunk: int) -> ByteRange | None:
 
 
 def _active_keys(core: SchedulerCore) -> frozenset[bytes]:
-    # The one private read of this file: which session keys hold a slot right now.
+    # Which session keys hold a slot right now: no public accessor, so read the index.
     return frozenset(core._active)
 
 
@@ -180,8 +174,8 @@ class SchedulerMachine(RuleBasedStateMachine):
         self.clock = FakeClock()
         self.core = SchedulerCore(SchedulerSettings(), self.clock)
         self.known: list[Client] = []
-        self.tickets: dict[tuple[str, str, str], str] = {}
-        self.next_offset: dict[tuple[str, str, str], int] = {}
+        self.tickets: dict[bytes, str] = {}
+        self.next_offset: dict[bytes, int] = {}
         self.in_flight: list[InFlight] = []
         self.waiters: dict[int, Waiter] = {}
         self.promoted: set[int] = set()
@@ -220,7 +214,6 @@ class SchedulerMachine(RuleBasedStateMachine):
             active=core.active_count,
             active_noninteractive=core.active_noninteractive(),
             contenders=core.contenders_waiting(),
-            sessions=core.settings.sessions,
             principal_active={name: core.principal_active(name) for name, _ in PRINCIPALS},
         )
 
@@ -245,7 +238,7 @@ class SchedulerMachine(RuleBasedStateMachine):
             download_id=client.download_id,
             client_address=client.address,
             requested_class=client.requested_class,
-            ticket=self.tickets.get(client.identity),
+            ticket=self.tickets.get(client.key),
         )
         sessions_before = core.session_count
         per_request_before = core.stats().request_active
@@ -280,6 +273,7 @@ class SchedulerMachine(RuleBasedStateMachine):
             self.in_flight.append(InFlight(grant, client))
         elif isinstance(decision, Queued):
             assert uses_sessions
+            assert not core.closed, "after close() nobody is queued (R-RES-4)"
             assert decision.retry_after >= 1
             assert decision.starts_earliest <= decision.starts_at <= decision.starts_latest
             assert decision.check_at >= self.clock.wall()
@@ -288,7 +282,7 @@ class SchedulerMachine(RuleBasedStateMachine):
             assert _active_keys(core) <= before.active_keys
             if core.active_count < before.active:
                 event("an active session yielded its slot")
-            self.tickets[client.identity] = decision.ticket
+            self.tickets[client.key] = decision.ticket
         else:
             self._judge_rejection(decision, client, uses_sessions, sessions_before)
         # Several requests may share a step: each is judged against the state just before it.
@@ -376,9 +370,9 @@ class SchedulerMachine(RuleBasedStateMachine):
             assert flight.grant.admission == "per-request"
         done = flight.grant.byte_range
         if isinstance(outcome, Delivered) and done is not None:
-            identity = flight.client.identity
-            if done.start <= self.next_offset.get(identity, 0) < done.end:
-                self.next_offset[identity] = done.end
+            key = flight.client.key
+            if done.start <= self.next_offset.get(key, 0) < done.end:
+                self.next_offset[key] = done.end
 
     def _resolve(self, waiter_id: int) -> None:
         """The async shell's wait ends: take the promoted place, or be refused."""
@@ -402,6 +396,8 @@ class SchedulerMachine(RuleBasedStateMachine):
         for flight in list(self.in_flight):
             self._report(flight, Delivered(flight.grant.byte_range))
         assert not self.promoted
+        # The first tick expires no-shows and pauses idle slots; a pause keeps the download
+        # for 10 minutes (R-SESS-9), so only the second tick forgets everything.
         idle = core.settings.idle_seconds
         for _ in range(2):
             self.clock.advance(660.0 + idle)
@@ -445,7 +441,7 @@ class SchedulerMachine(RuleBasedStateMachine):
             self._request_next(client)
 
     def _request_next(self, client: Client) -> None:
-        offset = self.next_offset.get(client.identity, 0)
+        offset = self.next_offset.get(client.key, 0)
         if offset >= client.size:
             offset = 0
         end = min(client.size, offset + CHUNK)
@@ -503,7 +499,7 @@ class SchedulerMachine(RuleBasedStateMachine):
     def cancel(self, data: st.DataObject) -> None:
         """The client cancels: every response it has in flight is interrupted."""
         client = data.draw(st.sampled_from(self.in_flight), label="flight").client
-        for flight in [f for f in self.in_flight if f.client.identity == client.identity]:
+        for flight in [f for f in self.in_flight if f.client.key == client.key]:
             self._report(flight, Interrupted())
 
     @precondition(lambda self: bool(self.known))
@@ -512,8 +508,8 @@ class SchedulerMachine(RuleBasedStateMachine):
         """The client stops coming back; only the scheduler's timers can clean up."""
         client = data.draw(st.sampled_from(self.known), label="client")
         self.known.remove(client)
-        self.tickets.pop(client.identity, None)
-        self.next_offset.pop(client.identity, None)
+        self.tickets.pop(client.key, None)
+        self.next_offset.pop(client.key, None)
 
     @precondition(lambda self: bool(self.waiters))
     @rule(data=st.data())
