@@ -1,0 +1,327 @@
+"""Pure ASGI middleware: the thin adapter between an artifact server and the scheduler.
+
+Rules of this file: parse, ask the port, write headers, observe the response — no
+scheduling policy lives here. It never buffers a body and never sends
+``http.response.start`` twice; the application's response streams through untouched
+except for two added headers. Every admitted response is reported exactly once, on every
+path (completion, client disconnect, application error, cancellation), so the
+scheduler's counters return to zero (R-RES-3).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+import anyio
+
+from ._exceptions import InvalidRequestError
+from ._model import (
+    Admitted,
+    ByteRange,
+    Decision,
+    Delivered,
+    DeliveryOutcome,
+    DownloadRequest,
+    Failed,
+    Grant,
+    Interrupted,
+    Queued,
+)
+from ._port import DownloadScheduler
+from ._problems import Answer, bad_request, busy, queued
+from ._ranges import Satisfiable, Unsatisfiable, parse_range
+from ._target import DownloadTarget, Resolver
+from ._ticking import run_tick_loop
+
+__all__ = ["DownloadSchedulerMiddleware"]
+
+Message = MutableMapping[str, Any]
+Scope = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+PROGRESS_EVERY_BYTES = 1024 * 1024
+_HEADER_FIELDS = {
+    "download_class": "Arkvory-Download-Class",
+    "download_id": "Arkvory-Download-Id",
+    "ticket": "Arkvory-Queue-Ticket",
+}
+_MAX_HEADER_VALUE = 512
+
+
+class DownloadSchedulerMiddleware:
+    """Admit downloads through a :class:`DownloadScheduler` before the app answers them.
+
+    ``resolver`` runs after the host's authorization for each GET and returns a
+    :class:`DownloadTarget` or ``None`` (pass through). With ``run_ticks`` (default) the
+    middleware runs the scheduler's tick loop for the lifetime of the ASGI lifespan and
+    closes the scheduler on shutdown; pass ``False`` when the host runs them itself.
+    """
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        scheduler: DownloadScheduler,
+        resolver: Resolver,
+        run_ticks: bool = True,
+    ) -> None:
+        self.app = app
+        self.scheduler = scheduler
+        self.resolver = resolver
+        self.run_ticks = run_ticks
+        self._held = 0
+
+    @property
+    def held(self) -> int:
+        """Requests without a download id being held right now (R-HOLD-1)."""
+        return self._held
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        kind = scope["type"]
+        if kind == "lifespan" and self.run_ticks:
+            await self._lifespan(scope, receive, send)
+            return
+        if kind != "http" or scope.get("method") != "GET":
+            await self.app(scope, receive, send)  # HEAD, POST, websockets: no place taken
+            return
+        target = await self.resolver(scope)
+        if target is None:
+            await self.app(scope, receive, send)  # not a download, or denied
+            return
+        headers = _Headers(scope)
+        if _not_modified(headers.get(b"if-none-match"), target.etag):
+            await self.app(scope, receive, send)  # the app answers 304: no place (R-SESS-4)
+            return
+        byte_range = _requested_range(headers, target)
+        if byte_range is _UNSATISFIABLE:
+            await self.app(scope, receive, send)  # the app answers 416: no place
+            return
+        try:
+            request = _download_request(scope, headers, target, byte_range)
+            decision = await self.scheduler.admit(request)
+            if isinstance(decision, Queued) and request.download_id is None:
+                decision = await self._hold(request, decision)
+        except InvalidRequestError as error:
+            field = _HEADER_FIELDS.get(error.field, error.field)
+            await _answer(send, bad_request(field, error.message.replace(error.field, field)))
+            return
+        if isinstance(decision, Admitted):
+            await self._serve(scope, receive, send, decision, target)
+        elif isinstance(decision, Queued):
+            await _answer(send, queued(decision))
+        else:
+            await _answer(send, busy(decision))
+
+    # ------------------------------------------------------------------ holding
+    async def _hold(self, request: DownloadRequest, decision: Queued) -> Decision:
+        """Hold a request without an id for up to ``hold_seconds`` before answering 503.
+
+        Third-party tools only see status and ``Retry-After``; many give up or back off
+        badly, so the server waits for them as the old queue did (R-HOLD-1). Each pass
+        asks the scheduler again, which re-checks strategy and threshold (R-STRAT-4).
+        """
+        settings = self.scheduler.settings
+        if self._held >= settings.transfer_queue_limit or settings.hold_seconds <= 0:
+            return decision
+        self._held += 1
+        try:
+            deadline = anyio.current_time() + settings.hold_seconds
+            current: Decision = decision
+            while isinstance(current, Queued):
+                remaining = deadline - anyio.current_time()
+                if remaining <= 0:
+                    break
+                await self.scheduler.wait_for_change(min(remaining, float(current.retry_after)))
+                current = await self.scheduler.admit(request)
+            return current
+        finally:
+            self._held -= 1
+
+    # ------------------------------------------------------------------ serving
+    async def _serve(
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        decision: Admitted,
+        target: DownloadTarget,
+    ) -> None:
+        observer = _ResponseObserver(self.scheduler, decision, send)
+        outcome: DeliveryOutcome = Failed()
+        try:
+            await self.app(scope, receive, observer.send)
+            outcome = observer.outcome(target.size)
+        except BaseException as error:
+            interrupted = isinstance(error, OSError | anyio.get_cancelled_exc_class())
+            outcome = Interrupted(observer.sent) if interrupted else Failed(observer.sent)
+            raise
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self.scheduler.report(decision.grant, outcome)
+
+    # ------------------------------------------------------------------ lifespan
+    async def _lifespan(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Run the tick loop while the application lives; drain on shutdown (R-RES-4)."""
+        state = {"started": False, "shutdown": False}
+        async with anyio.create_task_group() as tasks:
+
+            async def observed_receive() -> Message:
+                message = await receive()
+                if message["type"] == "lifespan.startup" and not state["started"]:
+                    state["started"] = True
+                    tasks.start_soon(run_tick_loop, self.scheduler)
+                elif message["type"] == "lifespan.shutdown":
+                    state["shutdown"] = True
+                    await self.scheduler.close()
+                return message
+
+            try:
+                await self.app(scope, observed_receive, send)
+            except Exception:
+                if not state["started"] or state["shutdown"]:
+                    raise
+                # The application has no lifespan support: speak the protocol for it.
+                await send({"type": "lifespan.startup.complete"})
+                while (await observed_receive())["type"] != "lifespan.shutdown":
+                    pass
+                await send({"type": "lifespan.shutdown.complete"})
+            finally:
+                tasks.cancel_scope.cancel()
+
+
+class _ResponseObserver:
+    """Wraps ``send`` for one admitted response: adds headers, counts bytes, reports
+    progress, and knows at the end whether the response was delivered in full."""
+
+    __slots__ = ("_decision", "_grant", "_pending", "_scheduler", "_send", "finished", "sent",
+                 "status")  # fmt: skip
+
+    def __init__(self, scheduler: DownloadScheduler, decision: Admitted, send: Send) -> None:
+        self._scheduler = scheduler
+        self._decision = decision
+        self._grant: Grant = decision.grant
+        self._send = send
+        self._pending = 0
+        self.status = 0
+        self.sent = 0
+        self.finished = False
+
+    async def send(self, message: Message) -> None:
+        kind = message["type"]
+        if kind == "http.response.start":
+            self.status = int(message["status"])
+            extra = [(b"arkvory-download-class", self._grant.download_class.value.encode())]
+            if self._decision.ticket is not None:
+                extra.append((b"arkvory-queue-ticket", self._decision.ticket.encode()))
+            message = {**message, "headers": [*message.get("headers", []), *extra]}
+        elif kind == "http.response.body":
+            size = len(message.get("body", b""))
+            self.sent += size
+            self._pending += size
+            if self._pending >= PROGRESS_EVERY_BYTES:
+                pending, self._pending = self._pending, 0
+                await self._scheduler.progress(self._grant, pending)
+            await self._send(message)
+            if not message.get("more_body", False):
+                self.finished = True
+            return
+        await self._send(message)
+
+    def outcome(self, size: int) -> DeliveryOutcome:
+        """Delivered only when the body went out in full with a 200/206 status."""
+        if not self.finished:
+            return Interrupted(self.sent)
+        if self.status == 206:
+            return Delivered(self._grant.byte_range)
+        if self.status == 200:
+            return Delivered(ByteRange.whole(size) if size else None)
+        if self.status >= 500:
+            return Failed(self.sent)
+        return Interrupted(self.sent)
+
+
+class _Headers:
+    """The few request headers the middleware reads, decoded once."""
+
+    __slots__ = ("_values",)
+
+    def __init__(self, scope: Scope) -> None:
+        wanted = {
+            b"range",
+            b"if-range",
+            b"if-none-match",
+            b"arkvory-download-id",
+            b"arkvory-download-class",
+            b"arkvory-queue-ticket",
+        }
+        self._values: dict[bytes, str] = {}
+        for name, value in scope.get("headers", []):
+            key = bytes(name).lower()
+            if key in wanted and key not in self._values:
+                self._values[key] = bytes(value).decode("latin-1")
+
+    def get(self, name: bytes) -> str | None:
+        return self._values.get(name)
+
+
+_UNSATISFIABLE = ByteRange(0, 1)  # sentinel identity, never sent to the scheduler
+
+
+def _requested_range(headers: _Headers, target: DownloadTarget) -> ByteRange | None:
+    """The range the app will serve: the first of a Range header the app will honour."""
+    header = headers.get(b"range")
+    if header is None:
+        return None
+    if_range = headers.get(b"if-range")
+    if if_range is not None and (target.etag is None or if_range.strip() != target.etag):
+        return None  # the app will send the whole (changed) object
+    parsed = parse_range(header, target.size)
+    if isinstance(parsed, Unsatisfiable):
+        return _UNSATISFIABLE
+    if isinstance(parsed, Satisfiable):
+        return parsed.ranges[0]
+    return None
+
+
+def _not_modified(if_none_match: str | None, etag: str | None) -> bool:
+    if if_none_match is None or etag is None:
+        return False
+    candidates = [part.strip() for part in if_none_match.split(",")]
+    bare = etag.removeprefix("W/")
+    return any(c == "*" or c.removeprefix("W/") == bare for c in candidates)
+
+
+def _download_request(
+    scope: Scope, headers: _Headers, target: DownloadTarget, byte_range: ByteRange | None
+) -> DownloadRequest:
+    download_id = headers.get(b"arkvory-download-id")
+    requested = headers.get(b"arkvory-download-class")
+    ticket = headers.get(b"arkvory-queue-ticket")
+    for field, value in (("download_id", download_id), ("download_class", requested)):
+        if value is not None and (len(value) > _MAX_HEADER_VALUE or not value.isprintable()):
+            raise InvalidRequestError(field, f"{field} is too long or not printable")
+    if ticket is not None and len(ticket) > _MAX_HEADER_VALUE:
+        ticket = None  # an invalid ticket is ignored: the download queues anew
+    client = scope.get("client")
+    address = str(client[0]) if client else ""
+    return DownloadRequest(
+        principal=target.principal,
+        principal_kind=target.principal_kind,
+        object_id=target.object_id,
+        object_size=target.size,
+        byte_range=byte_range,
+        download_id=download_id.strip() if download_id is not None else None,
+        client_address=address,
+        requested_class=requested,
+        base_class=target.base_class,
+        ticket=ticket,
+    )
+
+
+async def _answer(send: Send, answer: Answer) -> None:
+    status, headers, body = answer
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
