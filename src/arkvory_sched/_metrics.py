@@ -1,0 +1,278 @@
+"""Prometheus metrics read from the scheduler's aggregates at scrape time (R-VIS-3).
+
+Nothing on the request path touches a metrics library: the scheduler already counts
+what operators need (sessions per class and state, waits, no-shows, estimate error,
+preemptions, rejections, tick duration) and returns it from ``stats()``. This module
+turns one such snapshot into metric families when Prometheus scrapes.
+
+``stats()`` is async (the PostgreSQL implementation queries the database) while a
+prometheus-client collector's ``collect()`` is synchronous, so the two are split: the
+collector reads whatever snapshot a provider returns, and :func:`metrics_app` awaits a
+fresh snapshot on every scrape before it renders the registry. A snapshot is never
+older than the scrape that shows it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator
+from typing import NamedTuple
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client.metrics_core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+from prometheus_client.registry import Collector
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from ._model import HistogramSnapshot, RejectReason, SchedulerStats
+from ._port import DownloadScheduler
+from ._readiness import READ_METHODS, send_method_not_allowed, send_response, serve_non_http
+
+__all__ = ["METRIC_PREFIX", "SchedulerMetrics", "StatsCache", "metrics_app"]
+
+METRIC_PREFIX = "arkvory_download_"
+SESSION_STATES = ("waiting", "active", "paused")
+
+StatsProvider = Callable[[], SchedulerStats | None]
+"""Returns the latest stats snapshot, or ``None`` before there is one."""
+
+
+class _Family(NamedTuple):
+    kind: type[GaugeMetricFamily] | type[CounterMetricFamily] | type[HistogramMetricFamily]
+    documentation: str
+    labels: tuple[str, ...] = ()
+
+
+# The whole catalogue, keyed by the name after the prefix. ``describe()`` exposes it so a
+# registry refuses a second collector with the same names instead of exporting them twice.
+_CATALOGUE: dict[str, _Family] = {
+    "sessions": _Family(
+        GaugeMetricFamily, "Download sessions by class and state.", ("class", "state")
+    ),
+    "oldest_wait_seconds": _Family(
+        GaugeMetricFamily, "How long the longest-waiting session of a class has waited.", ("class",)
+    ),
+    "wait_seconds": _Family(
+        HistogramMetricFamily, "Queue wait of sessions when they got a slot.", ("class",)
+    ),
+    "bytes_delivered_total": _Family(
+        CounterMetricFamily, "Response bytes sent, by class.", ("class",)
+    ),
+    "admitted_total": _Family(CounterMetricFamily, "Responses admitted (session and per-request)."),
+    "completed_total": _Family(CounterMetricFamily, "Download sessions delivered in full."),
+    "no_shows_total": _Family(
+        CounterMetricFamily, "Waiting sessions dropped because the client stopped polling."
+    ),
+    "idle_releases_total": _Family(
+        CounterMetricFamily, "Active sessions whose slot was released after idling."
+    ),
+    "preemptions_total": _Family(
+        CounterMetricFamily, "Slots taken back for a more urgent or long-waiting session."
+    ),
+    "rejections_total": _Family(
+        CounterMetricFamily, "Requests turned away busy, by reason.", ("reason",)
+    ),
+    "estimate_error_seconds": _Family(
+        HistogramMetricFamily, "Absolute difference between first estimated and actual start."
+    ),
+    "held_requests": _Family(
+        GaugeMetricFamily, "Requests without a download id held by the server before queueing."
+    ),
+    "tick_duration_seconds": _Family(GaugeMetricFamily, "Duration of the last scheduler tick."),
+    "per_request_active": _Family(GaugeMetricFamily, "Responses admitted per request in flight."),
+    "per_request_waiting": _Family(GaugeMetricFamily, "Requests waiting for a per-request place."),
+    "delivery_rate_bytes_per_second": _Family(
+        GaugeMetricFamily, "Measured delivery rate the estimates are based on."
+    ),
+    "queue_empty_in_seconds": _Family(
+        GaugeMetricFamily, "Forecast until the queue is empty; absent when nothing waits."
+    ),
+    "session_slots": _Family(GaugeMetricFamily, "Download sessions that may be active at once."),
+    "strategy": _Family(
+        GaugeMetricFamily, "The scheduling strategy in force (always 1).", ("strategy", "admission")
+    ),
+}
+
+
+class StatsCache:
+    """Holds the latest :meth:`DownloadScheduler.stats` snapshot for a synchronous reader.
+
+    Call :meth:`refresh` from async code (a scrape handler, a periodic task) and pass
+    :meth:`latest` as the provider of :class:`SchedulerMetrics`.
+    """
+
+    __slots__ = ("_latest", "_scheduler")
+
+    def __init__(self, scheduler: DownloadScheduler) -> None:
+        self._scheduler = scheduler
+        self._latest: SchedulerStats | None = None
+
+    async def refresh(self) -> None:
+        """Read a fresh snapshot from the scheduler."""
+        self._latest = await self._scheduler.stats()
+
+    def latest(self) -> SchedulerStats | None:
+        """The snapshot of the last :meth:`refresh`; ``None`` before the first one."""
+        return self._latest
+
+
+class SchedulerMetrics(Collector):
+    """A prometheus-client collector exporting one scheduler's aggregates.
+
+    It calls ``scheduler_stats_provider()`` on every ``collect()`` and keeps no state of
+    its own, so a scrape shows the snapshot the provider holds at that moment. ``held`` reports the
+    middleware's held requests (0 without it). Before the provider has a snapshot only
+    ``held_requests`` is exported.
+    """
+
+    def __init__(
+        self,
+        scheduler_stats_provider: StatsProvider,
+        *,
+        held: Callable[[], int] | None = None,
+    ) -> None:
+        self._provider = scheduler_stats_provider
+        self._held = held or _nobody_held
+
+    def collect(self) -> Iterator[Metric]:
+        held = _gauge("held_requests")
+        held.add_metric([], float(self._held()))
+        yield held
+        stats = self._provider()
+        if stats is not None:
+            yield from scheduler_families(stats)
+
+    def describe(self) -> Iterator[Metric]:
+        """The names this collector exports, without samples (for collision checks)."""
+        for key, family in _CATALOGUE.items():
+            yield family.kind(METRIC_PREFIX + key, family.documentation, labels=family.labels)
+
+
+def scheduler_families(stats: SchedulerStats) -> Iterator[Metric]:
+    """The metric families of one stats snapshot (everything except ``held_requests``)."""
+    per_class = sorted(stats.per_class.items(), key=lambda item: item[0].rank)
+
+    sessions = _gauge("sessions")
+    oldest = _gauge("oldest_wait_seconds")
+    waits = _histogram("wait_seconds")
+    delivered = _counter("bytes_delivered_total")
+    for cls, class_stats in per_class:
+        counts = (class_stats.waiting, class_stats.active, class_stats.paused)
+        for state, count in zip(SESSION_STATES, counts, strict=True):
+            sessions.add_metric([cls.value, state], float(count))
+        oldest.add_metric([cls.value], class_stats.oldest_wait_seconds)
+        snapshot = class_stats.wait_seconds
+        waits.add_metric([cls.value], _buckets(snapshot), snapshot.total)
+        delivered.add_metric([cls.value], float(class_stats.bytes_delivered))
+    yield from (sessions, oldest, waits, delivered)
+
+    yield _counter("admitted_total", stats.admitted_total)
+    yield _counter("completed_total", stats.completed_total)
+    yield _counter("no_shows_total", stats.no_shows_total)
+    yield _counter("idle_releases_total", stats.idle_releases_total)
+    yield _counter("preemptions_total", stats.preemptions_total)
+
+    rejections = _counter("rejections_total")
+    for reason in RejectReason:
+        rejections.add_metric([reason.value], float(stats.rejections_total.get(reason, 0)))
+    yield rejections
+
+    estimate_error = _histogram("estimate_error_seconds")
+    snapshot = stats.estimate_error_seconds
+    estimate_error.add_metric([], _buckets(snapshot), snapshot.total)
+    yield estimate_error
+
+    yield _gauge("tick_duration_seconds", stats.last_tick_seconds)
+    yield _gauge("per_request_active", stats.request_active)
+    yield _gauge("per_request_waiting", stats.request_waiting)
+    yield _gauge("delivery_rate_bytes_per_second", stats.delivery_rate)
+    empty_in = stats.queue_empty_in_seconds
+    if empty_in is not None and math.isfinite(empty_in):
+        yield _gauge("queue_empty_in_seconds", empty_in)
+    yield _gauge("session_slots", stats.sessions_limit)
+    strategy = _gauge("strategy")
+    strategy.add_metric([stats.strategy, stats.admission], 1.0)
+    yield strategy
+
+
+def metrics_app(
+    scheduler: DownloadScheduler,
+    *,
+    registry: CollectorRegistry | None = None,
+    held: Callable[[], int] | None = None,
+) -> ASGIApp:
+    """A pure ASGI app serving the Prometheus text format (mount it at ``/metrics``).
+
+    Each ``GET`` awaits ``scheduler.stats()`` and then renders ``registry``. Without a
+    registry the app gets a fresh one holding only its collector, so two apps (or two
+    tests) never collide in the global registry; a registry passed in gets the collector
+    registered once, here, and keeps its other collectors. Other methods get ``405``.
+
+    Concurrent scrapes share one snapshot holder, so a scrape may show the snapshot a
+    concurrent scrape read; either was taken during the scrape. If ``stats()`` raises, the
+    error propagates and the server answers ``500``: Prometheus records a failed scrape
+    rather than stale values.
+    """
+    cache = StatsCache(scheduler)
+    target = registry if registry is not None else CollectorRegistry()
+    target.register(SchedulerMetrics(cache.latest, held=held))
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await serve_non_http(scope, receive, send)
+            return
+        method = scope["method"]
+        if method not in READ_METHODS:
+            await send_method_not_allowed(send, method)
+            return
+        await cache.refresh()
+        body = generate_latest(target)
+        await send_response(send, 200, body, CONTENT_TYPE_LATEST, head=method == "HEAD")
+
+    return app
+
+
+def _nobody_held() -> int:
+    return 0
+
+
+def _gauge(key: str, value: float | None = None) -> GaugeMetricFamily:
+    family = _CATALOGUE[key]
+    assert family.kind is GaugeMetricFamily, key
+    if value is None:
+        return GaugeMetricFamily(METRIC_PREFIX + key, family.documentation, labels=family.labels)
+    return GaugeMetricFamily(METRIC_PREFIX + key, family.documentation, value=float(value))
+
+
+def _counter(key: str, value: float | None = None) -> CounterMetricFamily:
+    family = _CATALOGUE[key]
+    assert family.kind is CounterMetricFamily, key
+    if value is None:
+        return CounterMetricFamily(METRIC_PREFIX + key, family.documentation, labels=family.labels)
+    return CounterMetricFamily(METRIC_PREFIX + key, family.documentation, value=float(value))
+
+
+def _histogram(key: str) -> HistogramMetricFamily:
+    family = _CATALOGUE[key]
+    assert family.kind is HistogramMetricFamily, key
+    return HistogramMetricFamily(METRIC_PREFIX + key, family.documentation, labels=family.labels)
+
+
+def _buckets(snapshot: HistogramSnapshot) -> list[tuple[str, float]]:
+    """Prometheus buckets of a cumulative snapshot; ``+Inf`` holds every observation."""
+    buckets = [
+        (_le(bound), float(count))
+        for bound, count in zip(snapshot.bounds, snapshot.counts, strict=True)
+        if not math.isinf(bound)
+    ]
+    buckets.append(("+Inf", float(snapshot.count)))
+    return buckets
+
+
+def _le(bound: float) -> str:
+    """The ``le`` label of a finite bound as a decimal float (``1.0``, ``3600.0``)."""
+    return repr(float(bound))
