@@ -85,6 +85,8 @@ class Session:
         "slot_since",
         "start_offset",
         "state",
+        "ticket",
+        "ticket_issued",
         "wait_gen",
         "waiting_since",
         "yield_requested",
@@ -129,6 +131,8 @@ class Session:
         self.start_offset: int | None = None
         self.delivered: DeliveredRanges | None = None
         self.yield_requested = False
+        self.ticket: str | None = None
+        self.ticket_issued = 0.0
         self.paused_until = 0.0
 
     @property
