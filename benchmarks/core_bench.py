@@ -619,7 +619,20 @@ def target_rows(results: Sequence[SizeResult]) -> list[str]:
     return rows
 
 
-def render(results: Sequence[SizeResult], argv: Sequence[str], ticks: int, wall: float) -> str:
+def load_average() -> str:
+    try:
+        return " / ".join(f"{value:.2f}" for value in os.getloadavg())
+    except OSError:
+        return "unknown"
+
+
+def render(
+    results: Sequence[SizeResult],
+    argv: Sequence[str],
+    ticks: int,
+    wall: float,
+    loads: tuple[str, str],
+) -> str:
     now = datetime.datetime.now(datetime.UTC)
     command = shlex.join(["python", "-m", "benchmarks.core_bench", *argv])
     lines = [
@@ -631,9 +644,11 @@ def render(results: Sequence[SizeResult], argv: Sequence[str], ticks: int, wall:
         f"- Python: {platform.python_implementation()} {platform.python_version()}, "
         f"sortedcontainers {_package_version('sortedcontainers')}, "
         f"itsdangerous {_package_version('itsdangerous')}",
-        f"- Date: {now:%Y-%m-%d %H:%M} UTC; whole run {wall:.0f} s",
+        f"- Date: {now:%Y-%m-%d %H:%M} UTC; whole run {wall:.0f} s; load average "
+        f"(1 / 5 / 15 min) {loads[0]} before, {loads[1]} after",
         f"- Settings: sessions={SESSIONS} (derived reserve=1, per_principal=4), "
-        f"queue_per_principal={QUEUE_PER_PRINCIPAL:,}, queue_limit=min(1,048,576, ⌈1.1·N⌉), "
+        f"queue_per_principal={QUEUE_PER_PRINCIPAL:,}, "
+        f"queue_limit=min(1,048,576, max(⌈1.1·N⌉, N+{QUEUE_HEADROOM})), "
         "strategy ordered, aging 10 min, preempt on, tickets on (`TicketSigner([generate_key()])`)",
         f"- Steady state: {ticks} measured ticks (after {WARMUP_TICKS} warm-up ticks) every "
         f"{STEP} s of `FakeClock` time; see `benchmarks/README.md` for the workload",
@@ -644,15 +659,25 @@ def render(results: Sequence[SizeResult], argv: Sequence[str], ticks: int, wall:
         "",
         "### Tick",
         "",
-        "| waiting | ticks | median | p90 | max | list.sort() random | ratio "
-        "| list.sort() presorted | ratio | expired / marked / promoted per tick |",
-        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
+        "| waiting | ticks | median | p90 | max | median vs previous size "
+        "| list.sort() random | ratio | list.sort() presorted | ratio "
+        "| expired / marked / promoted per tick |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
     ]
+    previous: SizeResult | None = None
     for r in results:
         count = len(r.tick_ms)
+        growth = "–"
+        if previous is not None:
+            growth = (
+                f"{r.tick_median / previous.tick_median:.1f}× "
+                f"(queue {r.target / previous.target:.0f}×)"
+            )
+        previous = r
         lines.append(
             f"| {min(r.waiting_seen):,}–{max(r.waiting_seen):,} | {count} "
             f"| {_ms(r.tick_median)} | {_ms(quantile(r.tick_ms, 0.9))} | {_ms(max(r.tick_ms))} "
+            f"| {growth} "
             f"| {_ms(r.sort_random_ms)} | {r.sort_random_ms / r.tick_median:,.0f}× "
             f"| {_ms(r.sort_sorted_ms)} | {r.sort_sorted_ms / r.tick_median:,.1f}× "
             f"| {r.expired / count:.1f} / {r.marked / count:.1f} / {r.promoted / count:.1f} |"
@@ -696,14 +721,16 @@ def render(results: Sequence[SizeResult], argv: Sequence[str], ticks: int, wall:
         "",
         "### Run details",
         "",
-        "| waiting | principals | steady fill (untraced) | fill ticks median / max "
+        "| waiting | queue_limit | principals | steady fill (untraced) "
+        "| fill ticks median / max "
         "| polls timed | range admits timed | completed | yielded | preempted "
         "| idle released | refused | rejoined |",
-        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
+        "| ---: |",
     ]
     for r in results:
         lines.append(
-            f"| {r.target:,} | {r.principals:,} | {r.fill_seconds:.1f} s "
+            f"| {r.target:,} | {r.queue_limit:,} | {r.principals:,} | {r.fill_seconds:.1f} s "
             f"| {_ms(median(r.fill_tick_ms))} / {_ms(max(r.fill_tick_ms))} "
             f"| {len(r.poll_us):,} | {len(r.range_us):,} | {r.completed} | {r.yielded} "
             f"| {r.preempted} | {r.idle_released} | {r.refused} | {r.rejoined} |"
@@ -781,6 +808,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ticks: int = args.ticks or (QUICK_TICKS if args.quick else TICKS)
     output: Path | None = args.output or (None if args.quick else RESULTS_PATH)
     rng = random.Random(args.seed)
+    load_before = load_average()
     started = time.perf_counter()
     results: list[SizeResult] = []
     for size in sizes:
@@ -808,7 +836,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             flush=True,
         )
         results.append(result)
-    section = render(results, args_list, ticks, time.perf_counter() - started)
+    wall = time.perf_counter() - started
+    section = render(results, args_list, ticks, wall, (load_before, load_average()))
     print(section)
     if output is not None:
         write_section(output, section)

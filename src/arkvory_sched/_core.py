@@ -16,7 +16,6 @@ hypothesis state machine drive it directly.
 from __future__ import annotations
 
 import dataclasses
-import heapq
 import itertools
 import math
 import re
@@ -24,6 +23,7 @@ from dataclasses import dataclass, field
 
 from ._classes import DownloadClass, applied_class, default_class
 from ._clock import Clock
+from ._deadlines import DeadlineBuckets
 from ._exceptions import InvalidRequestError
 from ._fairqueue import CLASS_COUNT, FairQueue
 from ._histogram import Histogram
@@ -73,6 +73,7 @@ ESTIMATE_MIN_SPREAD_SECONDS = 2.0  # … and never narrower than ±2 s
 FALLBACK_RATE = 100 * 1024 * 1024  # bytes/s assumed before anything was measured
 MARK_SCAN_SLACK = 4096
 TICKET_REUSE_SECONDS = 60.0
+_JITTER_LOW, _JITTER_HIGH = 0.9, 1.1
 BACKUP_GRACE_SECONDS = 1.5  # one poll period of the first marked waiters, plus jitter
 _DOWNLOAD_ID = re.compile(r"[A-Za-z0-9._:~+/=-]+")
 
@@ -135,8 +136,7 @@ class SchedulerCore:
         self._grants: dict[int, _GrantState] = {}
         self._next_token = 0
         self._seq = 0
-        self._heap_counter = 0
-        self._expiry: list[tuple[float, int, int, Session]] = []
+        self._deadlines = DeadlineBuckets(clock.monotonic())
         self._mark_epoch = 0
         self._free_at_mark = 0
         self._last_release = -math.inf
@@ -402,14 +402,10 @@ class SchedulerCore:
 
     def _expire(self, now: float) -> int:
         expired = 0
-        heap = self._expiry
-        while heap and heap[0][0] <= now:
-            _, _, generation, session = heapq.heappop(heap)
-            if generation != session.wait_gen:
-                continue
+        for session in list(self._deadlines.due(now)):
             if session.state is SessionState.WAITING:
                 if session.no_show_at > now:
-                    self._push_expiry(session, session.no_show_at)
+                    self._deadlines.schedule(session, session.no_show_at)
                     continue
                 self._dequeue(session)
                 self._forget(session)
@@ -417,7 +413,7 @@ class SchedulerCore:
                 expired += 1
             elif session.state is SessionState.PAUSED:
                 if session.paused_until > now:
-                    self._push_expiry(session, session.paused_until)
+                    self._deadlines.schedule(session, session.paused_until)
                     continue
                 self._by_class_paused[session.base_class.rank] -= 1
                 self._forget(session)
@@ -595,11 +591,10 @@ class SchedulerCore:
         session.waiting_since = now
         session.check_at = now + NEWCOMER_CHECK_SECONDS
         session.no_show_at = session.check_at + NO_SHOW_MARGIN_SECONDS
-        session.wait_gen += 1
         self._queue.add(session)
         self._by_class_waiting[session.base_class.rank] += 1
         self._waiting_bytes += session.object_size
-        self._push_expiry(session, session.no_show_at)
+        self._deadlines.schedule(session, session.no_show_at)
 
     def _dequeue(self, session: Session, granted: bool = False) -> None:
         principal = session.principal
@@ -612,7 +607,7 @@ class SchedulerCore:
             self._queue.remove(session)
         self._by_class_waiting[session.base_class.rank] -= 1
         self._waiting_bytes -= session.object_size
-        session.wait_gen += 1
+        self._deadlines.cancel(session)
 
     def _activate(self, session: Session, now: float) -> None:
         self._dequeue(session, granted=True)
@@ -664,9 +659,8 @@ class SchedulerCore:
         session.state = SessionState.PAUSED
         session.yield_requested = False
         session.paused_until = now + PAUSE_RETENTION_SECONDS
-        session.wait_gen += 1
         self._by_class_paused[session.base_class.rank] += 1
-        self._push_expiry(session, session.paused_until)
+        self._deadlines.schedule(session, session.paused_until)
 
     def _resume_paused(self, session: Session, now: float) -> None:
         self._by_class_paused[session.base_class.rank] -= 1
@@ -697,16 +691,12 @@ class SchedulerCore:
 
     def _forget(self, session: Session) -> None:
         session.state = SessionState.GONE
-        session.wait_gen += 1
+        self._deadlines.cancel(session)
         del self._sessions[session.key]
         principal = session.principal
         principal.sessions -= 1
         if principal.sessions == 0:
             del self._principals[principal.name]
-
-    def _push_expiry(self, session: Session, when: float) -> None:
-        self._heap_counter += 1
-        heapq.heappush(self._expiry, (when, self._heap_counter, session.wait_gen, session))
 
     # ================================================================ estimates
     def _current_rate(self) -> float:
@@ -761,7 +751,10 @@ class SchedulerCore:
             delay = NEWCOMER_CHECK_SECONDS
         else:
             floor = HEAD_MIN_CHECK_SECONDS if ahead == 0 or marked else MIN_CHECK_SECONDS
-            delay = min(MAX_CHECK_SECONDS, max(floor, wait / 2 * _jitter(session.key)))
+            # Clamp first, then spread: a crowd whose waits all exceed the cap must still
+            # not poll in the same second every five minutes.
+            halfway = min(MAX_CHECK_SECONDS / _JITTER_HIGH, max(floor, wait / 2))
+            delay = max(floor, halfway * _jitter(session.key))
             if marked and ahead < self._free_at_mark:
                 # Marked for a slot that is (about to be) free: come at once. Marked
                 # back-ups further down keep their pace, so they rarely overtake.
@@ -770,6 +763,7 @@ class SchedulerCore:
                 session.first_estimate = start
         session.check_at = now + delay
         session.no_show_at = session.check_at + max(NO_SHOW_MARGIN_SECONDS, delay)
+        self._deadlines.schedule(session, session.no_show_at)
         spread = max(ESTIMATE_MIN_SPREAD_SECONDS, ESTIMATE_SPREAD * wait)
         wall_offset = self._clock.wall() - now
         return Queued(
@@ -974,4 +968,4 @@ def _jitter(key: bytes) -> float:
     Derived from the session key, so one download keeps its rhythm across polls while
     different downloads drift apart.
     """
-    return 0.9 + 0.2 * (key[0] / 256.0)
+    return _JITTER_LOW + (_JITTER_HIGH - _JITTER_LOW) * (key[0] / 256.0)

@@ -68,6 +68,7 @@ class Session:
         "check_at",
         "delivered",
         "entry",
+        "expiry_bucket",
         "first_estimate",
         "has_id",
         "in_flight",
@@ -87,7 +88,6 @@ class Session:
         "state",
         "ticket",
         "ticket_issued",
-        "wait_gen",
         "waiting_since",
         "yield_requested",
     )
@@ -119,7 +119,7 @@ class Session:
         self.waiting_since = arrival
         self.check_at = arrival
         self.no_show_at = arrival
-        self.wait_gen = 0
+        self.expiry_bucket: int | None = None
         self.mark = -1
         self.mark_backup = False
         self.blocked_by: Session | None = None

@@ -84,8 +84,21 @@ def test_check_at_halfway_between_two_seconds_and_five_minutes() -> None:
 def test_check_at_never_later_than_five_minutes() -> None:
     _, clock, answer = _head_behind(200 * GIB)
     assert _wait(answer, clock) > 1000
-    assert _delay(answer, clock) == pytest.approx(300)
-    assert answer.retry_after == 300
+    # Capped, then spread by the per-ticket jitter so long waiters do not poll together.
+    assert 0.8 * 300 <= _delay(answer, clock) <= 300
+    assert answer.retry_after <= 300
+
+
+def test_long_waiters_do_not_all_poll_at_the_cap() -> None:
+    core, clock = make_core(sessions=1)
+    start(core, req("holder", size=200 * GIB, download_id=None))
+    waiters = [req("waiter", download_id=f"dl-{index}") for index in range(8)]
+    for waiter in waiters:
+        wait_in_queue(core, waiter)
+    clock.advance(1)
+    delays = {round(_delay(queued(ask(core, waiter)), clock)) for waiter in waiters}
+    assert len(delays) > 1
+    assert max(delays) <= 300
 
 
 def test_check_at_not_sooner_than_two_seconds_behind_the_head() -> None:
