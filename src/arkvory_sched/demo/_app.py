@@ -1,0 +1,221 @@
+"""The demo artifact server assembled: files behind the scheduler, plus its endpoints.
+
+Only ``/files`` goes through :class:`DownloadSchedulerMiddleware`: metrics, readiness
+and the index page must answer while the download queue is full, so they are routed
+beside it, not behind it. Starlette does not forward the ASGI lifespan to mounted
+apps, so the application's own lifespan runs the scheduler's tick loop and closes the
+scheduler on shutdown (the middleware is told not to).
+
+The ticket signing key persists in the served directory (as a hidden file, which the
+file server never serves), so a client's ``Arkvory-Queue-Ticket`` stays valid across a
+restart of the demo and it keeps its place in the queue (R-TICKET-4).
+"""
+
+from __future__ import annotations
+
+import binascii
+import html
+import os
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Final
+from urllib.parse import quote
+
+import anyio
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse
+from starlette.routing import BaseRoute, Mount, Route
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from .._exceptions import ConfigurationError
+from .._memory import InMemoryDownloadScheduler
+from .._metrics import metrics_app
+from .._middleware import DownloadSchedulerMiddleware
+from .._port import DownloadScheduler
+from .._readiness import readiness_app
+from .._settings import SchedulerSettings
+from .._ticking import run_tick_loop
+from ._auth import TokenMap
+from ._bandwidth import BandwidthGovernor
+from ._files import FileServer
+from ._resolver import make_resolver
+
+__all__ = [
+    "KEY_FILE_NAME",
+    "TICKET_KEY_VARIABLE",
+    "build_app",
+    "list_files",
+    "load_ticket_key",
+]
+
+TICKET_KEY_VARIABLE: Final = "ARKVORY_TICKET_KEY"
+KEY_FILE_NAME: Final = ".arkvory-ticket-key"
+INDEX_LIMIT: Final = 1000
+_KEY_BYTES: Final = 32
+_MIN_KEY_BYTES: Final = 16
+
+
+def load_ticket_key(root: Path, environ: Mapping[str, str] | None = None) -> bytes:
+    """The ticket signing key: ``ARKVORY_TICKET_KEY`` (hex) or ``root/.arkvory-ticket-key``.
+
+    The file is created on first start with 32 random bytes (written as hex, mode
+    0600), atomically, so two servers started at once on one directory agree on it.
+    Raises :class:`ConfigurationError` for a malformed variable or key file.
+    """
+    env = os.environ if environ is None else environ
+    text = env.get(TICKET_KEY_VARIABLE, "").strip()
+    if text:
+        return _decode_key(text, TICKET_KEY_VARIABLE)
+    path = root / KEY_FILE_NAME
+    key = os.urandom(_KEY_BYTES)
+    try:
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        try:
+            stored = path.read_text(encoding="ascii").strip()
+        except (OSError, UnicodeDecodeError) as error:
+            raise ConfigurationError(
+                TICKET_KEY_VARIABLE, "ticket_key", f"cannot read the key file {path}: {error}"
+            ) from None
+        return _decode_key(stored, f"the key file {path}")
+    with os.fdopen(descriptor, "w", encoding="ascii") as file:
+        file.write(key.hex() + "\n")
+    return key
+
+
+def _decode_key(text: str, source: str) -> bytes:
+    try:
+        key = binascii.unhexlify(text)
+    except (binascii.Error, ValueError):
+        raise ConfigurationError(
+            TICKET_KEY_VARIABLE, "ticket_key", f"{source}: expected the key as hexadecimal"
+        ) from None
+    if len(key) < _MIN_KEY_BYTES:
+        raise ConfigurationError(
+            TICKET_KEY_VARIABLE,
+            "ticket_key",
+            f"{source}: the key must be at least {_MIN_KEY_BYTES} bytes "
+            f"({2 * _MIN_KEY_BYTES} hex digits)",
+        )
+    return key
+
+
+def list_files(root: Path, limit: int = INDEX_LIMIT) -> list[tuple[str, int]]:
+    """Up to ``limit`` servable files under ``root`` as ``(relative path, size)``, sorted.
+
+    Hidden files and directories are skipped, as the file server refuses them.
+    """
+    found: list[tuple[str, int]] = []
+    for directory, subdirectories, names in os.walk(root):
+        subdirectories[:] = sorted(d for d in subdirectories if not d.startswith("."))
+        for name in sorted(names):
+            if name.startswith("."):
+                continue
+            path = Path(directory, name)
+            try:
+                if not path.is_file():
+                    continue
+                size = path.stat().st_size
+            except OSError:
+                continue
+            found.append((path.relative_to(root).as_posix(), size))
+            if len(found) >= limit:
+                return found
+    return found
+
+
+class _Endpoint:
+    """Hands a pure ASGI app to a Starlette :class:`Route` unchanged.
+
+    A plain function would be taken for a request/response endpoint; an instance is
+    called as an ASGI app, and an exact route (unlike a mount) needs no trailing slash.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self._app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self._app(scope, receive, send)
+
+
+def build_app(
+    root: Path,
+    tokens: TokenMap,
+    bandwidth: int | None = None,
+    scheduler_settings: SchedulerSettings | None = None,
+    *,
+    ticket_key: bytes | None = None,
+    scheduler: DownloadScheduler | None = None,
+) -> ASGIApp:
+    """The demo server for the files under ``root``.
+
+    ``bandwidth`` (bytes per second) paces all file responses through one bucket and,
+    unless ``ARKVORY_DOWNLOAD_BANDWIDTH`` set one, is the link bandwidth the start
+    estimates assume. ``scheduler_settings`` default to the environment; the ticket key
+    to :func:`load_ticket_key`. A ``scheduler`` passed in is used as is (tests).
+    Raises :class:`ConfigurationError` for bad settings or a bad key.
+    """
+    root = Path(root).resolve()
+    if scheduler is None:
+        settings = scheduler_settings or SchedulerSettings.from_env()
+        if bandwidth is not None and settings.bandwidth is None:
+            settings = settings.with_changes(bandwidth=bandwidth)
+        key = ticket_key if ticket_key is not None else load_ticket_key(root)
+        scheduler = InMemoryDownloadScheduler(settings, ticket_keys=[key])
+    return _assemble(root, tokens, bandwidth, scheduler)
+
+
+def _assemble(
+    root: Path, tokens: TokenMap, bandwidth: int | None, scheduler: DownloadScheduler
+) -> ASGIApp:
+    governor = BandwidthGovernor(bandwidth) if bandwidth is not None else None
+    files = FileServer(root, bandwidth=governor, tokens=tokens, prefix="")
+    middleware = DownloadSchedulerMiddleware(
+        files,
+        scheduler=scheduler,
+        resolver=make_resolver(root, tokens, prefix=""),
+        run_ticks=False,
+    )
+
+    def held() -> int:
+        return middleware.held
+
+    async def index(request: Request) -> HTMLResponse:
+        entries = await anyio.to_thread.run_sync(list_files, root)
+        rows = "\n".join(
+            f'<li><a href="/files/{html.escape(quote(name))}">{html.escape(name)}</a>'
+            f" ({size:,} bytes)</li>"
+            for name, size in entries
+        )
+        more = "<p>(only the first files are listed)</p>" if len(entries) >= INDEX_LIMIT else ""
+        page = (
+            "<!doctype html><html><head><meta charset=utf-8><title>arkvory demo</title>"
+            "</head><body><h1>arkvory demo artifact server</h1>"
+            f"<ul>\n{rows}\n</ul>{more}"
+            '<p><a href="/metrics">metrics</a> · <a href="/readyz">readiness</a></p>'
+            "</body></html>"
+        )
+        return HTMLResponse(page)
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(run_tick_loop, scheduler)
+            try:
+                yield
+            finally:
+                # Waiting clients get 503 busy from now on; active downloads finish
+                # (R-RES-4). The tick loop stops with the task group.
+                with anyio.CancelScope(shield=True):
+                    await scheduler.close()
+                tasks.cancel_scope.cancel()
+
+    routes: list[BaseRoute] = [
+        Route("/", index, methods=["GET"]),
+        Mount("/files", app=middleware),
+        Route("/metrics", _Endpoint(metrics_app(scheduler, held=held))),
+        Route("/readyz", _Endpoint(readiness_app(scheduler, held=held))),
+    ]
+    return Starlette(routes=routes, lifespan=lifespan)
