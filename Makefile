@@ -10,14 +10,25 @@ $(BIN)/.installed: pyproject.toml
 	$(BIN)/pip install --quiet -e '.[test]'
 	touch $@
 
-.PHONY: install run test lint simulate bench clean
+.PHONY: install run test lint simulate bench bench-http clean
 install: $(BIN)/.installed
 
-# The main job: the deterministic mass-update simulation, printing one table per scenario.
-run: install
-	$(BIN)/python -m tests.simulation
+EXAMPLE_DIR := examples/artifacts
+HOST ?= 127.0.0.1
+PORT ?= 8000
+BANDWIDTH ?= 40MB
 
-simulate: run
+# The main job: the demo artifact server with the scheduler middleware (in memory),
+# serving an example directory it creates on first use.
+run: install
+	$(BIN)/arkvory-demo example $(EXAMPLE_DIR)
+	$(BIN)/arkvory-demo serve $(EXAMPLE_DIR) --host $(HOST) --port $(PORT) \
+		--bandwidth $(BANDWIDTH) --token demo-token=ci-agent:service \
+		--token person-token=alice:person
+
+# The deterministic mass-update simulation, printing one table per scenario.
+simulate: install
+	$(BIN)/python -m tests.simulation
 
 lint: install
 	$(BIN)/ruff check src tests benchmarks
