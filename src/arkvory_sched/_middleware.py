@@ -10,11 +10,13 @@ scheduler's counters return to zero (R-RES-3).
 
 from __future__ import annotations
 
+import email.utils
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 import anyio
 
+from ._classes import DownloadClass
 from ._exceptions import InvalidRequestError
 from ._model import (
     Admitted,
@@ -49,6 +51,13 @@ _HEADER_FIELDS = {
     "ticket": "Arkvory-Queue-Ticket",
 }
 _MAX_HEADER_VALUE = 512
+# Fixed details for fields whose scheduler message quotes the client's value: a 400
+# never echoes what the client sent.
+_INVALID_DETAIL = {
+    "download_class": "Arkvory-Download-Class must be one of "
+    + ", ".join(cls.value for cls in DownloadClass)
+    + "; a client may only lower its class.",
+}
 
 
 class DownloadSchedulerMiddleware:
@@ -92,7 +101,7 @@ class DownloadSchedulerMiddleware:
             await self.app(scope, receive, send)  # not a download, or denied
             return
         headers = _Headers(scope)
-        if _not_modified(headers.get(b"if-none-match"), target.etag):
+        if _not_modified(headers, target):
             await self.app(scope, receive, send)  # the app answers 304: no place (R-SESS-4)
             return
         byte_range = _requested_range(headers, target)
@@ -106,7 +115,8 @@ class DownloadSchedulerMiddleware:
                 decision = await self._hold(request, decision)
         except InvalidRequestError as error:
             field = _HEADER_FIELDS.get(error.field, error.field)
-            await _answer(send, bad_request(field, error.message.replace(error.field, field)))
+            detail = _INVALID_DETAIL.get(error.field) or error.message.replace(error.field, field)
+            await _answer(send, bad_request(field, detail))
             return
         if isinstance(decision, Admitted):
             await self._serve(scope, receive, send, decision, target)
@@ -155,7 +165,11 @@ class DownloadSchedulerMiddleware:
             await self.app(scope, receive, observer.send)
             outcome = observer.outcome(target.size)
         except BaseException as error:
-            interrupted = isinstance(error, OSError | anyio.get_cancelled_exc_class())
+            # A failed send means the client is gone, whatever the app turned it into
+            # (Starlette raises ClientDisconnect under ASGI 2.4).
+            interrupted = observer.disconnected or isinstance(
+                error, OSError | anyio.get_cancelled_exc_class()
+            )
             outcome = Interrupted(observer.sent) if interrupted else Failed(observer.sent)
             raise
         finally:
@@ -164,8 +178,15 @@ class DownloadSchedulerMiddleware:
 
     # ------------------------------------------------------------------ lifespan
     async def _lifespan(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """Run the tick loop while the application lives; drain on shutdown (R-RES-4)."""
-        state = {"started": False, "shutdown": False}
+        """Run the tick loop while the application lives; drain on shutdown (R-RES-4).
+
+        An application without lifespan support — it raises or returns without having
+        sent any lifespan message — still gets the tick loop: the middleware speaks the
+        protocol for it. A failure the application reported itself (such as
+        ``lifespan.startup.failed``) is re-raised, never answered with ``complete``.
+        """
+        state = {"started": False, "shutdown": False, "answered": False}
+        failure: Exception | None = None
         async with anyio.create_task_group() as tasks:
 
             async def observed_receive() -> Message:
@@ -178,26 +199,36 @@ class DownloadSchedulerMiddleware:
                     await self.scheduler.close()
                 return message
 
+            async def observed_send(message: Message) -> None:
+                state["answered"] = True
+                await send(message)
+
             try:
-                await self.app(scope, observed_receive, send)
-            except Exception:
-                if not state["started"] or state["shutdown"]:
-                    raise
-                # The application has no lifespan support: speak the protocol for it.
-                await send({"type": "lifespan.startup.complete"})
-                while (await observed_receive())["type"] != "lifespan.shutdown":
-                    pass
-                await send({"type": "lifespan.shutdown.complete"})
+                try:
+                    await self.app(scope, observed_receive, observed_send)
+                except Exception as error:
+                    if state["answered"]:
+                        failure = error  # re-raised outside the task group, unwrapped
+                if failure is None and not state["answered"]:
+                    # The application has no lifespan support: speak the protocol for it.
+                    while not state["started"]:
+                        await observed_receive()
+                    await send({"type": "lifespan.startup.complete"})
+                    while not state["shutdown"]:
+                        await observed_receive()
+                    await send({"type": "lifespan.shutdown.complete"})
             finally:
                 tasks.cancel_scope.cancel()
+        if failure is not None:
+            raise failure
 
 
 class _ResponseObserver:
     """Wraps ``send`` for one admitted response: adds headers, counts bytes, reports
     progress, and knows at the end whether the response was delivered in full."""
 
-    __slots__ = ("_decision", "_grant", "_pending", "_scheduler", "_send", "finished", "sent",
-                 "status")  # fmt: skip
+    __slots__ = ("_decision", "_grant", "_pending", "_scheduler", "_send", "disconnected",
+                 "finished", "sent", "status")  # fmt: skip
 
     def __init__(self, scheduler: DownloadScheduler, decision: Admitted, send: Send) -> None:
         self._scheduler = scheduler
@@ -208,6 +239,7 @@ class _ResponseObserver:
         self.status = 0
         self.sent = 0
         self.finished = False
+        self.disconnected = False
 
     async def send(self, message: Message) -> None:
         kind = message["type"]
@@ -219,16 +251,24 @@ class _ResponseObserver:
             message = {**message, "headers": [*message.get("headers", []), *extra]}
         elif kind == "http.response.body":
             size = len(message.get("body", b""))
+            await self._forward(message)
+            # Counted once sent: bytes a gone client never got are not delivered.
             self.sent += size
             self._pending += size
             if self._pending >= PROGRESS_EVERY_BYTES:
                 pending, self._pending = self._pending, 0
                 await self._scheduler.progress(self._grant, pending)
-            await self._send(message)
             if not message.get("more_body", False):
                 self.finished = True
             return
-        await self._send(message)
+        await self._forward(message)
+
+    async def _forward(self, message: Message) -> None:
+        try:
+            await self._send(message)
+        except Exception:
+            self.disconnected = True
+            raise
 
     def outcome(self, size: int) -> DeliveryOutcome:
         """Delivered only when the body went out in full with a 200/206 status."""
@@ -253,6 +293,7 @@ class _Headers:
             b"range",
             b"if-range",
             b"if-none-match",
+            b"if-modified-since",
             b"arkvory-download-id",
             b"arkvory-download-class",
             b"arkvory-queue-ticket",
@@ -275,23 +316,56 @@ def _requested_range(headers: _Headers, target: DownloadTarget) -> ByteRange | N
     header = headers.get(b"range")
     if header is None:
         return None
-    if_range = headers.get(b"if-range")
-    if if_range is not None and (target.etag is None or if_range.strip() != target.etag):
+    holds = _if_range_holds(headers.get(b"if-range"), target.etag)
+    if holds is False:
         return None  # the app will send the whole (changed) object
     parsed = parse_range(header, target.size)
     if isinstance(parsed, Unsatisfiable):
-        return _UNSATISFIABLE
+        # A 416 takes no place, but only when the app cannot answer 200 with the whole.
+        return _UNSATISFIABLE if holds else None
     if isinstance(parsed, Satisfiable):
         return parsed.ranges[0]
     return None
 
 
-def _not_modified(if_none_match: str | None, etag: str | None) -> bool:
-    if if_none_match is None or etag is None:
+def _if_range_holds(if_range: str | None, etag: str | None) -> bool | None:
+    """Will the app honour the Range? ``None`` when only the app can tell (an HTTP-date,
+    or no ETag known). Predicting a range the app then ignores is safe — its ``200`` is
+    counted as the whole object — but counting an unknown ``206`` as whole is not."""
+    if if_range is None:
+        return True
+    value = if_range.strip()
+    if etag is None or not value.startswith(('"', "W/")):
+        return None
+    return value == etag and not value.startswith("W/")  # strong comparison only
+
+
+def _not_modified(headers: _Headers, target: DownloadTarget) -> bool:
+    """Whether the app will answer 304 (RFC 9110 §13.2.2): such a request takes no place.
+
+    ``If-None-Match`` decides when present; otherwise ``If-Modified-Since`` against the
+    target's ``Last-Modified``.
+    """
+    if_none_match = headers.get(b"if-none-match")
+    if if_none_match is not None:
+        if target.etag is None:
+            return False
+        candidates = [part.strip() for part in if_none_match.split(",")]
+        bare = target.etag.removeprefix("W/")
+        return any(c == "*" or c.removeprefix("W/") == bare for c in candidates)
+    if_modified_since = headers.get(b"if-modified-since")
+    if if_modified_since is None or target.last_modified is None:
         return False
-    candidates = [part.strip() for part in if_none_match.split(",")]
-    bare = etag.removeprefix("W/")
-    return any(c == "*" or c.removeprefix("W/") == bare for c in candidates)
+    since = _http_date(if_modified_since)
+    modified = _http_date(target.last_modified)
+    return since is not None and modified is not None and modified <= since
+
+
+def _http_date(value: str) -> float | None:
+    try:
+        return email.utils.parsedate_to_datetime(value.strip()).timestamp()
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
 
 
 def _download_request(

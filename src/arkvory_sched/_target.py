@@ -23,8 +23,9 @@ Scope = MutableMapping[str, Any]
 class DownloadTarget:
     """One object a principal is allowed to download.
 
-    ``etag`` (strong, quoted as in the header) lets ``If-Range`` and ``If-None-Match`` be
-    judged before admission, so a ``304`` takes no place. ``base_class`` is an
+    ``etag`` (strong, quoted as in the header) and ``last_modified`` (the HTTP-date the
+    app sends) let ``If-None-Match``, ``If-Modified-Since`` and ``If-Range`` be judged
+    before admission, so a ``304`` takes no place. ``base_class`` is an
     operator-set class for a service account (R-CLASS-6); by default the class follows
     ``principal_kind``.
     """
@@ -34,6 +35,7 @@ class DownloadTarget:
     object_id: str
     size: int
     etag: str | None = None
+    last_modified: str | None = None
     base_class: DownloadClass | None = None
 
 

@@ -52,6 +52,7 @@ def make_resolver(root: Path, tokens: TokenMap, *, prefix: str = "/files") -> Re
             object_id=info.relative,
             size=info.size,
             etag=info.etag,
+            last_modified=info.last_modified,
         )
 
     return resolve
