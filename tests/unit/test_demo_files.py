@@ -545,6 +545,7 @@ async def test_resolver_describes_a_download(root: Path) -> None:
         object_id="data.bin",
         size=SIZE,
         etag=expected_etag(root / "data.bin"),
+        last_modified=last_modified(root / "data.bin"),
     )
 
 
