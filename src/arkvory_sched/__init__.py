@@ -15,6 +15,8 @@ from ._exceptions import (
     SettingsError,
 )
 from ._memory import InMemoryDownloadScheduler
+from ._metrics import metrics_app
+from ._middleware import DownloadSchedulerMiddleware
 from ._model import (
     Admission,
     Admitted,
@@ -36,7 +38,9 @@ from ._model import (
     TickReport,
 )
 from ._port import DownloadScheduler
+from ._readiness import readiness_app
 from ._settings import SchedulerSettings, Strategy
+from ._target import DownloadTarget, Resolver
 from ._tickets import TicketSigner, generate_key
 from ._ticking import next_tick_delay, run_tick_loop
 
@@ -54,6 +58,8 @@ __all__ = [
     "DownloadClass",
     "DownloadRequest",
     "DownloadScheduler",
+    "DownloadSchedulerMiddleware",
+    "DownloadTarget",
     "Failed",
     "Grant",
     "HistogramSnapshot",
@@ -65,6 +71,7 @@ __all__ = [
     "RangeKind",
     "RejectReason",
     "Rejected",
+    "Resolver",
     "SchedulerClosedError",
     "SchedulerSettings",
     "SchedulerStats",
@@ -76,6 +83,8 @@ __all__ = [
     "applied_class",
     "default_class",
     "generate_key",
+    "metrics_app",
     "next_tick_delay",
+    "readiness_app",
     "run_tick_loop",
 ]

@@ -1,0 +1,26 @@
+"""The public namespace is exactly ``__all__``, and everything in it is importable."""
+
+from __future__ import annotations
+
+import arkvory_sched
+
+
+def test_all_names_are_exported_and_public() -> None:
+    for name in arkvory_sched.__all__:
+        assert hasattr(arkvory_sched, name), name
+        assert not name.startswith("_")
+
+
+def test_no_public_name_is_missing_from_all() -> None:
+    public = {
+        name
+        for name, value in vars(arkvory_sched).items()
+        if not name.startswith("_")
+        and not getattr(value, "__name__", "").startswith("arkvory_sched.")
+    }
+    public -= {"annotations", "testing", "demo"}
+    assert public == set(arkvory_sched.__all__)
+
+
+def test_all_is_sorted_for_readers() -> None:
+    assert list(arkvory_sched.__all__) == sorted(arkvory_sched.__all__)
