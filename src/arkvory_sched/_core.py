@@ -39,6 +39,7 @@ from ._model import (
     Grant,
     HistogramSnapshot,
     Queued,
+    RangeKind,
     Rejected,
     RejectReason,
     SchedulerStats,
@@ -86,6 +87,7 @@ class _GrantState:
     last_progress: float
     progressed: int = 0
     download_class: DownloadClass = DownloadClass.RELEASE
+    sets_start: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -281,14 +283,15 @@ class SchedulerCore:
         session.in_flight += 1
         session.interrupted = False
         session.last_activity = now
-        if byte_range is not None and not byte_range.is_tail_read(session.object_size):
-            known = session.start_offset
-            offset = byte_range.start
-            session.start_offset = offset if known is None else min(known, offset)
         self._next_token += 1
         token = self._next_token
         self._grants[token] = _GrantState(
-            session, byte_range, now, now, download_class=session.base_class
+            session,
+            byte_range,
+            now,
+            now,
+            download_class=session.base_class,
+            sets_start=_sets_start(session, byte_range),
         )
         self._counters.admitted += 1
         grant = Grant(token, "session", session.base_class, byte_range, session.key)
@@ -360,6 +363,12 @@ class SchedulerCore:
             if session.delivered is None:
                 session.delivered = DeliveredRanges()
             session.delivered.add(counted.start, counted.end)
+            if state.sets_start:
+                # The start counts once its range arrived: a dropped first request must
+                # not pin the start below where a resuming client continues (R-SESS-8).
+                known = session.start_offset
+                offset = counted.start
+                session.start_offset = offset if known is None else min(known, offset)
         if session.state is not SessionState.GONE and session.is_complete():
             self._complete(session)
         return []
@@ -947,6 +956,23 @@ class SchedulerCore:
 
     def active_noninteractive(self) -> int:
         return len(self._active) - self._active_interactive
+
+
+def _sets_start(session: Session, byte_range: ByteRange | None) -> bool:
+    """Whether a range tells where the download started (R-SESS-8).
+
+    Tail reads do not; neither does a bounded read that reaches an already delivered
+    tail — a ZIP reader walking back from the end of the file towards its central
+    directory in small exact reads is still reading the tail.
+    """
+    if byte_range is None or byte_range.is_tail_read(session.object_size):
+        return False
+    if byte_range.kind is not RangeKind.BOUNDED or session.delivered is None:
+        return True
+    spans = session.delivered.intervals()
+    if not spans or spans[-1][1] < session.object_size:
+        return True
+    return byte_range.end < spans[-1][0] or byte_range.start == 0
 
 
 def _validated_download_id(value: str | None) -> str | None:

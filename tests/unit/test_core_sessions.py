@@ -297,16 +297,41 @@ def test_resume_mid_file_completes_without_prefix() -> None:
     assert core.stats().completed_total == 1
 
 
-def test_start_is_the_smallest_offset_requested() -> None:
+def test_start_is_the_smallest_offset_delivered() -> None:
     core, _ = make_core()
     alice = req(size=SIZE)
     body = admitted(ask(core, alice, open_from(4 * CHUNK, SIZE)))
     head = admitted(ask(core, alice, span(0, CHUNK)))
+    deliver(core, head)
     deliver(core, body)
-    interrupt(core, head)
-    # [4, 8) chunks are delivered but the download started at 0.
+    # [0, 1) and [4, 8) chunks are delivered: the download started at 0, a gap remains.
     assert core.active_count == 1
-    deliver(core, admitted(ask(core, alice, span(0, 4 * CHUNK))))
+    deliver(core, admitted(ask(core, alice, span(CHUNK, 4 * CHUNK))))
+    assert core.active_count == 0
+    assert core.stats().completed_total == 1
+
+
+def test_interrupted_first_request_does_not_pin_the_start() -> None:
+    """A whole-file GET dropped early, then ``curl -C -`` from where the client got to:
+    the resumed download completes without the bytes before the offset (R-SESS-8)."""
+    core, _ = make_core()
+    alice = req(size=SIZE, download_id=None)
+    interrupt(core, admitted(ask(core, alice)), sent=3 * CHUNK)
+    deliver(core, admitted(ask(core, alice, open_from(3 * CHUNK, SIZE))))
+    assert core.active_count == 0
+    assert core.stats().completed_total == 1
+
+
+def test_small_reads_walking_back_from_the_tail_stay_tail_reads() -> None:
+    """A ZIP reader: the last 22 bytes, then 20 bytes just before them, then the
+    central directory — none of these closes the session."""
+    core, _ = make_core()
+    zip_reader = req(size=SIZE, download_id=None)
+    deliver(core, admitted(ask(core, zip_reader, suffix(22, SIZE))))
+    deliver(core, admitted(ask(core, zip_reader, span(SIZE - 42, SIZE - 22))))
+    assert core.active_count == 1
+    assert core.stats().completed_total == 0
+    deliver(core, admitted(ask(core, zip_reader, span(0, SIZE - 42))))
     assert core.active_count == 0
     assert core.stats().completed_total == 1
 

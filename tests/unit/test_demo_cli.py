@@ -17,10 +17,10 @@ from typing import Any
 import anyio
 import httpx
 import pytest
-import uvicorn
 from starlette.types import ASGIApp, Receive, Send
 
 from arkvory_sched import ConfigurationError, InMemoryDownloadScheduler, PrincipalKind
+from arkvory_sched.demo import _cli as demo_cli
 from arkvory_sched.demo import build_app, create_example, load_ticket_key, main
 from arkvory_sched.demo._app import KEY_FILE_NAME
 from arkvory_sched.demo._auth import ANONYMOUS_LINK, parse_token, parse_tokens, principal_for
@@ -48,8 +48,9 @@ class RecordingServer:
 
     instances: list[RecordingServer] = []  # noqa: RUF012 - test recorder
 
-    def __init__(self, config: Any) -> None:
+    def __init__(self, config: Any, scheduler: Any = None) -> None:
         self.config = config
+        self.scheduler = scheduler
         self.started = False
         RecordingServer.instances.append(self)
 
@@ -60,7 +61,7 @@ class RecordingServer:
 @pytest.fixture
 def recorder(monkeypatch: pytest.MonkeyPatch) -> Iterator[type[RecordingServer]]:
     RecordingServer.instances = []
-    monkeypatch.setattr(uvicorn, "Server", RecordingServer)
+    monkeypatch.setattr(demo_cli, "DrainingServer", RecordingServer)
     yield RecordingServer
 
 
@@ -281,6 +282,7 @@ def test_serve_runs_uvicorn_with_the_app(tmp_path: Path, recorder: type[Recordin
     config = server.config
     assert (config.host, config.port, config.lifespan) == ("0.0.0.0", 0, "on")
     assert callable(config.app)
+    assert server.scheduler is not None  # closed at the shutdown signal (R-RES-4)
     key_file = tmp_path / KEY_FILE_NAME
     assert key_file.is_file()
     assert stat.S_IMODE(key_file.stat().st_mode) == 0o600

@@ -148,7 +148,7 @@ def build_app(
     *,
     ticket_key: bytes | None = None,
     scheduler: DownloadScheduler | None = None,
-) -> ASGIApp:
+) -> Starlette:
     """The demo server for the files under ``root``.
 
     ``bandwidth`` (bytes per second) paces all file responses through one bucket and,
@@ -169,7 +169,7 @@ def build_app(
 
 def _assemble(
     root: Path, tokens: TokenMap, bandwidth: int | None, scheduler: DownloadScheduler
-) -> ASGIApp:
+) -> Starlette:
     governor = BandwidthGovernor(bandwidth) if bandwidth is not None else None
     files = FileServer(root, bandwidth=governor, tokens=tokens, prefix="")
     middleware = DownloadSchedulerMiddleware(
@@ -218,4 +218,6 @@ def _assemble(
         Route("/metrics", _Endpoint(metrics_app(scheduler, held=held))),
         Route("/readyz", _Endpoint(readiness_app(scheduler, held=held))),
     ]
-    return Starlette(routes=routes, lifespan=lifespan)
+    app = Starlette(routes=routes, lifespan=lifespan)
+    app.state.scheduler = scheduler
+    return app

@@ -14,6 +14,7 @@ stopped with Ctrl+C after a graceful shutdown.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import io
 import os
 import random
@@ -21,9 +22,12 @@ import sys
 import zipfile
 from collections.abc import Sequence
 from pathlib import Path
+from types import FrameType
 from typing import Final, TextIO
 
 import uvicorn
+
+from arkvory_sched import DownloadScheduler
 
 from .._exceptions import SettingsError
 from .._settings import SchedulerSettings, _parse_rate, _parse_size, _UnparsableError
@@ -285,6 +289,34 @@ def _example(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+class DrainingServer(uvicorn.Server):
+    """uvicorn, closing the scheduler the moment a shutdown signal arrives.
+
+    uvicorn runs the application's lifespan shutdown only after open requests finish,
+    so held and waiting clients would wait out their hold instead of hearing at once
+    that the server is going away (R-RES-4).
+    """
+
+    def __init__(self, config: uvicorn.Config, scheduler: DownloadScheduler) -> None:
+        super().__init__(config)
+        self._scheduler = scheduler
+        self._closing: set[asyncio.Task[None]] = set()
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            loop = None
+        if loop is not None:
+            loop.call_soon_threadsafe(self._start_closing)
+        super().handle_exit(sig, frame)
+
+    def _start_closing(self) -> None:
+        task = asyncio.ensure_future(self._scheduler.close())
+        self._closing.add(task)
+        task.add_done_callback(self._closing.discard)
+
+
 def _serve(args: argparse.Namespace) -> int:
     directory: Path = args.directory
     if not directory.is_dir():
@@ -299,7 +331,7 @@ def _serve(args: argparse.Namespace) -> int:
     except SettingsError as error:  # ConfigurationError names the variable
         return _fail(str(error))
     config = uvicorn.Config(app, host=args.host, port=args.port, lifespan="on", log_level="info")
-    server = uvicorn.Server(config)
+    server = DrainingServer(config, app.state.scheduler)
     try:
         server.run()
     except KeyboardInterrupt:
