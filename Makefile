@@ -41,5 +41,9 @@ test: lint
 bench: install
 	$(BIN)/python -m benchmarks.core_bench
 
+# Needs wrk (Debian/Ubuntu: apt-get install wrk); see benchmarks/README.md.
+bench-http: install
+	$(BIN)/python -m benchmarks.http_bench
+
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache
