@@ -64,6 +64,7 @@ class InMemoryDownloadScheduler(DownloadScheduler):
             settings or SchedulerSettings.from_env(), clock or SystemClock(), signer
         )
         self._changed = anyio.Event()
+        self._watchers = 0
         self._request_waiters: dict[int, anyio.Event] = {}
         self._refused_at_close: set[int] = set()  # waiters close() drained: never promoted
         self._request_timer = request_timer
@@ -125,8 +126,12 @@ class InMemoryDownloadScheduler(DownloadScheduler):
 
     async def wait_for_change(self, timeout: float) -> None:
         changed = self._changed
-        with anyio.move_on_after(max(0.0, timeout)):
-            await changed.wait()
+        self._watchers += 1
+        try:
+            with anyio.move_on_after(max(0.0, timeout)):
+                await changed.wait()
+        finally:
+            self._watchers -= 1
 
     async def tick(self) -> TickReport:
         started = time.perf_counter()
@@ -166,6 +171,8 @@ class InMemoryDownloadScheduler(DownloadScheduler):
 
     def _notify(self) -> None:
         """Wake everything in ``wait_for_change``; a fresh event serves the next wait."""
+        if not self._watchers:
+            return  # nobody waits: no event to replace (the common, hot path)
         changed = self._changed
         self._changed = anyio.Event()
         changed.set()

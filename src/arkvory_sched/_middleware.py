@@ -44,7 +44,7 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
-PROGRESS_EVERY_BYTES = 1024 * 1024
+PROGRESS_EVERY_BYTES = 4 * 1024 * 1024  # rate and idle stay fresh; calls stay rare
 _HEADER_FIELDS = {
     "download_class": "Arkvory-Download-Class",
     "download_id": "Arkvory-Download-Id",
@@ -160,10 +160,8 @@ class DownloadSchedulerMiddleware:
         target: DownloadTarget,
     ) -> None:
         observer = _ResponseObserver(self.scheduler, decision, send)
-        outcome: DeliveryOutcome = Failed()
         try:
             await self.app(scope, receive, observer.send)
-            outcome = observer.outcome(target.size)
         except BaseException as error:
             # A failed send means the client is gone, whatever the app turned it into
             # (Starlette raises ClientDisconnect under ASGI 2.4).
@@ -171,10 +169,12 @@ class DownloadSchedulerMiddleware:
                 error, OSError | anyio.get_cancelled_exc_class()
             )
             outcome = Interrupted(observer.sent) if interrupted else Failed(observer.sent)
-            raise
-        finally:
+            # Shielded: a cancelled request must still give its place back (R-RES-3).
             with anyio.CancelScope(shield=True):
                 await self.scheduler.report(decision.grant, outcome)
+            raise
+        # The common path needs no shield (a cancel scope costs more than the report).
+        await self.scheduler.report(decision.grant, observer.outcome(target.size))
 
     # ------------------------------------------------------------------ lifespan
     async def _lifespan(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -242,28 +242,32 @@ class _ResponseObserver:
         self.disconnected = False
 
     async def send(self, message: Message) -> None:
-        kind = message["type"]
-        if kind == "http.response.start":
+        # The body path comes first and stays flat: a multi-gigabyte response passes
+        # through here once per chunk.
+        if message["type"] == "http.response.body":
+            try:
+                await self._send(message)
+            except Exception:
+                self.disconnected = True
+                raise
+            # Counted once sent: bytes a gone client never got are not delivered.
+            size = len(message.get("body", b""))
+            self.sent += size
+            pending = self._pending + size
+            if pending >= PROGRESS_EVERY_BYTES:
+                self._pending = 0
+                await self._scheduler.progress(self._grant, pending)
+            else:
+                self._pending = pending
+            if not message.get("more_body", False):
+                self.finished = True
+            return
+        if message["type"] == "http.response.start":
             self.status = int(message["status"])
             extra = [(b"arkvory-download-class", self._grant.download_class.value.encode())]
             if self._decision.ticket is not None:
                 extra.append((b"arkvory-queue-ticket", self._decision.ticket.encode()))
             message = {**message, "headers": [*message.get("headers", []), *extra]}
-        elif kind == "http.response.body":
-            size = len(message.get("body", b""))
-            await self._forward(message)
-            # Counted once sent: bytes a gone client never got are not delivered.
-            self.sent += size
-            self._pending += size
-            if self._pending >= PROGRESS_EVERY_BYTES:
-                pending, self._pending = self._pending, 0
-                await self._scheduler.progress(self._grant, pending)
-            if not message.get("more_body", False):
-                self.finished = True
-            return
-        await self._forward(message)
-
-    async def _forward(self, message: Message) -> None:
         try:
             await self._send(message)
         except Exception:
