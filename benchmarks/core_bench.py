@@ -52,6 +52,7 @@ from arkvory_sched import (
 )
 from arkvory_sched._core import SchedulerCore
 from arkvory_sched.testing import FakeClock
+from benchmarks._machine import cpu_count, cpu_model, load_average, median
 
 __all__ = ["main"]
 
@@ -218,10 +219,6 @@ def quantile(values: Sequence[float], q: float) -> float:
     ordered = sorted(values)
     rank = min(len(ordered), max(1, math.ceil(q * len(ordered))))
     return ordered[rank - 1]
-
-
-def median(values: Sequence[float]) -> float:
-    return statistics.median(values) if values else math.nan
 
 
 # ====================================================================== steady state
@@ -520,24 +517,6 @@ def resident_bytes() -> int | None:
     return pages * os.sysconf("SC_PAGE_SIZE")
 
 
-def cpu_count() -> int:
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
-
-
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as cpuinfo:
-            for line in cpuinfo:
-                name, _, value = line.partition(":")
-                if name.strip() == "model name":
-                    return value.strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
 def _package_version(name: str) -> str:
     try:
         return version(name)
@@ -617,13 +596,6 @@ def target_rows(results: Sequence[SizeResult]) -> list[str]:
     else:
         rows.append("| memory ≤ 1 KiB per waiting session | not run | – |")
     return rows
-
-
-def load_average() -> str:
-    try:
-        return " / ".join(f"{value:.2f}" for value in os.getloadavg())
-    except OSError:
-        return "unknown"
 
 
 def render(

@@ -30,7 +30,6 @@ import pstats
 import shlex
 import shutil
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -55,6 +54,7 @@ from arkvory_sched import (
     RangeKind,
 )
 from arkvory_sched._middleware import PROGRESS_EVERY_BYTES
+from benchmarks._machine import cpu_count, cpu_model, load_average, median
 
 from ._http_apps import (
     CHUNK_SIZE,
@@ -755,8 +755,6 @@ def profile_wrapped(workload: Workload) -> ProfileResult:
 
 
 # ====================================================================== report
-def median(values: Sequence[float]) -> float:
-    return statistics.median(values) if values else math.nan
 
 
 def _progress(text: str) -> None:
@@ -781,31 +779,6 @@ def _package_version(name: str) -> str:
         return version(name)
     except PackageNotFoundError:
         return "not installed"
-
-
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as cpuinfo:
-            for line in cpuinfo:
-                name, _, value = line.partition(":")
-                if name.strip() == "model name":
-                    return value.strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
-def cpu_count() -> int:
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
-
-
-def load_average() -> str:
-    try:
-        return " / ".join(f"{value:.2f}" for value in os.getloadavg())
-    except OSError:
-        return "unknown"
 
 
 def wrk_version(wrk: str) -> str:

@@ -197,20 +197,16 @@ class SchedulerCore:
         download_id = _validated_download_id(request.download_id)
         base = request.base_class or default_class(request.principal_kind)
         cls = applied_class(base, request.requested_class)
-        if not self._uses_sessions(request.object_size):
-            # R-STRAT-4: after a switch to shared (or a raised threshold) new work goes
-            # per request, but an active session keeps its slot until it ends. (No key
-            # is hashed for small objects unless some session is active at all.)
-            active = (
-                self._active
-                and session_key(
-                    request.principal, request.object_id, download_id, request.client_address
-                )
-                in self._active
+        uses_sessions = self._uses_sessions(request.object_size)
+        key: bytes | None = None
+        if uses_sessions or self._active:  # small objects hash no key while none is active
+            key = session_key(
+                request.principal, request.object_id, download_id, request.client_address
             )
-            if not active:
-                return self._admit_per_request(request.principal, cls, request.effective_range, now)
-        key = session_key(request.principal, request.object_id, download_id, request.client_address)
+        if key is None or (not uses_sessions and key not in self._active):
+            # R-STRAT-4: after a switch to shared (or a raised threshold) new work goes
+            # per request, but an active session keeps its slot until it ends.
+            return self._admit_per_request(request.principal, cls, request.effective_range, now)
         session = self._sessions.get(key)
         byte_range = request.effective_range
         if session is None:

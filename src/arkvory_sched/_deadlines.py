@@ -30,9 +30,6 @@ class DeadlineBuckets:
         self._buckets: dict[int, dict[Session, None]] = {}
         self._cursor = math.floor(now)
 
-    def __len__(self) -> int:
-        return sum(len(bucket) for bucket in self._buckets.values())
-
     def schedule(self, session: Session, when: float) -> None:
         """File ``session`` to come due at ``when`` (moving it if it was filed already)."""
         second = max(math.floor(when), self._cursor)

@@ -77,12 +77,6 @@ class FairQueue:
     def class_length(self, rank: int) -> int:
         return len(self._classes[rank])
 
-    def sessions(self) -> Iterator[Session]:
-        for entries in self._classes:
-            for entry in entries:
-                yield entry[3]
-
-    # ------------------------------------------------------------ membership
     def add(self, session: Session) -> None:
         """Insert a waiter in class ``session.queue_rank``."""
         rank = session.queue_rank
@@ -172,11 +166,6 @@ class FairQueue:
         return moved
 
     # ------------------------------------------------------------- ordering
-    def head(self) -> Session | None:
-        for session in self.iter_fair():
-            return session
-        return None
-
     def iter_fair(self, allowed: list[bool] | None = None) -> Iterator[Session]:
         """Waiters in service order; ``allowed[rank]`` may be switched off mid-iteration."""
         positions = [0] * CLASS_COUNT
@@ -229,10 +218,6 @@ class FairQueue:
         since: float = min(entry[3].waiting_since for entry in entries.islice(0, sample))
         return since
 
-    def total_size(self) -> int:
-        return sum(entry[3].object_size for entries in self._classes for entry in entries)
-
-    # --------------------------------------------------------- reconfigure
     def reconfigure(self, strategy: Strategy, weights: Sequence[int], aging_seconds: float) -> None:
         """Re-key every waiter for a new strategy or aging; O(n log n), only on change."""
         strides = [1.0 / weight for weight in weights]

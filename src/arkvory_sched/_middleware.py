@@ -10,13 +10,13 @@ scheduler's counters return to zero (R-RES-3).
 
 from __future__ import annotations
 
-import email.utils
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 import anyio
 
 from ._classes import DownloadClass
+from ._conditional import etag_listed, http_date
 from ._exceptions import InvalidRequestError
 from ._model import (
     Admitted,
@@ -352,24 +352,13 @@ def _not_modified(headers: _Headers, target: DownloadTarget) -> bool:
     """
     if_none_match = headers.get(b"if-none-match")
     if if_none_match is not None:
-        if target.etag is None:
-            return False
-        candidates = [part.strip() for part in if_none_match.split(",")]
-        bare = target.etag.removeprefix("W/")
-        return any(c == "*" or c.removeprefix("W/") == bare for c in candidates)
+        return target.etag is not None and etag_listed(if_none_match, target.etag, weak=True)
     if_modified_since = headers.get(b"if-modified-since")
     if if_modified_since is None or target.last_modified is None:
         return False
-    since = _http_date(if_modified_since)
-    modified = _http_date(target.last_modified)
+    since = http_date(if_modified_since)
+    modified = http_date(target.last_modified)
     return since is not None and modified is not None and modified <= since
-
-
-def _http_date(value: str) -> float | None:
-    try:
-        return email.utils.parsedate_to_datetime(value.strip()).timestamp()
-    except (TypeError, ValueError, IndexError, OverflowError):
-        return None
 
 
 def _download_request(

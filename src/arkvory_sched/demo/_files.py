@@ -21,14 +21,14 @@ import secrets
 import stat
 from collections.abc import Awaitable, Callable, Iterable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC
-from email.utils import formatdate, parsedate_to_datetime
+from email.utils import formatdate
 from pathlib import Path
 from typing import Any, Final
 
 import anyio
 from anyio.abc import TaskGroup
 
+from .._conditional import etag_listed, http_date
 from .._model import ByteRange
 from .._ranges import Satisfiable, Unsatisfiable, WholeObject, coalesce, content_range, parse_range
 from .._target import Scope
@@ -381,10 +381,10 @@ def _not_modified(request: Mapping[str, str], info: FileInfo) -> bool:
     """RFC 9110 §13.2.2: ``If-None-Match`` (weak comparison), else ``If-Modified-Since``."""
     if_none_match = request.get("if-none-match")
     if if_none_match is not None:
-        return _etag_listed(if_none_match, info.etag, weak=True)
+        return etag_listed(if_none_match, info.etag, weak=True)
     if_modified_since = request.get("if-modified-since")
     if if_modified_since is not None:
-        since = _http_date(if_modified_since)
+        since = http_date(if_modified_since)
         return since is not None and info.mtime_seconds <= since
     return False
 
@@ -397,29 +397,7 @@ def _if_range_holds(request: Mapping[str, str], info: FileInfo) -> bool:
     value = if_range.strip()
     if value.startswith(('"', "W/")):
         return value == info.etag  # a weak tag never matches a strong comparison
-    return _http_date(value) == info.mtime_seconds
-
-
-def _etag_listed(header: str, etag: str, *, weak: bool) -> bool:
-    wanted = etag.removeprefix("W/") if weak else etag
-    for candidate in header.split(","):
-        tag = candidate.strip()
-        if tag == "*":
-            return True
-        if (tag.removeprefix("W/") if weak else tag) == wanted:
-            return True
-    return False
-
-
-def _http_date(text: str) -> int | None:
-    """An HTTP-date as epoch seconds, or ``None`` when it is not one."""
-    try:
-        moment = parsedate_to_datetime(text.strip())
-    except (TypeError, ValueError, IndexError):
-        return None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return int(moment.astimezone(UTC).timestamp())
+    return http_date(value) == info.mtime_seconds
 
 
 def _body(chunk: bytes) -> Message:
