@@ -177,6 +177,7 @@ class RejectReason(StrEnum):
     REQUEST_WAIT_EXPIRED = "request_wait_expired"
     RANGES_PER_SESSION = "ranges_per_session"
     SHUTTING_DOWN = "shutting_down"
+    STORAGE_UNAVAILABLE = "storage_unavailable"
 
 
 @dataclass(frozen=True, slots=True)

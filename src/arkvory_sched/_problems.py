@@ -100,6 +100,7 @@ _BUSY_DETAIL = {
     RejectReason.REQUEST_WAIT_EXPIRED: "No transfer place became free in time.",
     RejectReason.RANGES_PER_SESSION: "This download already has its most concurrent responses.",
     RejectReason.SHUTTING_DOWN: "The server is shutting down.",
+    RejectReason.STORAGE_UNAVAILABLE: "The shared queue cannot be reached right now.",
 }
 
 

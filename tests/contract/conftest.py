@@ -4,7 +4,9 @@ Each implementation is a factory in :data:`IMPLEMENTATIONS` taking
 ``(settings, clock, ticket_keys)`` and returning a scheduler (or an awaitable of one,
 for implementations that must connect first). Tests only ever use the async port
 methods and the :class:`FakeClock`, so adding an implementation is one more
-``pytest.param`` (with a marker when it needs a service, such as PostgreSQL).
+``pytest.param``. The PostgreSQL implementation gets a fresh migrated schema per test
+(every scheduler a test makes shares it, like processes sharing one database) and is
+skipped without a database — except under CI, where it must run.
 """
 
 from __future__ import annotations
@@ -17,7 +19,9 @@ from _pytest.fixtures import SubRequest
 from _pytest.mark.structures import ParameterSet
 
 from arkvory_sched import DownloadScheduler, InMemoryDownloadScheduler, SchedulerSettings
+from arkvory_sched.postgres import PostgresScheduler
 from arkvory_sched.testing import FakeClock
+from tests.pg import drop_schema, new_schema, require_database
 
 SchedulerFactory = Callable[
     [SchedulerSettings, FakeClock, Sequence[bytes]],
@@ -51,8 +55,11 @@ def _in_memory(
     return InMemoryDownloadScheduler(settings, clock=clock, ticket_keys=ticket_keys)
 
 
+POSTGRES = "postgres"
+
 IMPLEMENTATIONS: list[ParameterSet] = [
     pytest.param(_in_memory, id="memory"),
+    pytest.param(POSTGRES, id="postgres"),
 ]
 
 
@@ -79,9 +86,31 @@ def clock() -> FakeClock:
 
 
 @pytest.fixture(params=IMPLEMENTATIONS)
-def implementation(request: SubRequest) -> SchedulerFactory:
-    factory: SchedulerFactory = request.param
-    return factory
+async def implementation(request: SubRequest) -> AsyncIterator[SchedulerFactory]:
+    if request.param != POSTGRES:
+        factory: SchedulerFactory = request.param
+        yield factory
+        return
+    url = require_database()
+    schema = await new_schema("contract")
+
+    async def connect(
+        settings: SchedulerSettings, clock: FakeClock, ticket_keys: Sequence[bytes]
+    ) -> DownloadScheduler:
+        return await PostgresScheduler.connect(
+            url,
+            schema=schema,
+            settings=settings,
+            clock=clock,
+            ticket_keys=ticket_keys,
+            migrate=False,
+            pool_size=4,
+        )
+
+    try:
+        yield connect
+    finally:
+        await drop_schema(schema)
 
 
 @pytest.fixture
@@ -108,6 +137,9 @@ async def make_scheduler(
     yield make
     for scheduler in made:
         await scheduler.close()
+    for scheduler in made:
+        if isinstance(scheduler, PostgresScheduler):
+            await scheduler.disconnect()
 
 
 @pytest.fixture

@@ -37,6 +37,7 @@ from .._port import DownloadScheduler
 from .._readiness import readiness_app
 from .._settings import SchedulerSettings
 from .._ticking import run_tick_loop
+from ..postgres import DEFAULT_SCHEMA, PostgresScheduler
 from ._auth import TokenMap
 from ._bandwidth import BandwidthGovernor
 from ._files import FileServer
@@ -148,6 +149,9 @@ def build_app(
     *,
     ticket_key: bytes | None = None,
     scheduler: DownloadScheduler | None = None,
+    database_url: str | None = None,
+    schema: str = DEFAULT_SCHEMA,
+    writer: bool = True,
 ) -> Starlette:
     """The demo server for the files under ``root``.
 
@@ -155,6 +159,9 @@ def build_app(
     unless ``ARKVORY_DOWNLOAD_BANDWIDTH`` set one, is the link bandwidth the start
     estimates assume. ``scheduler_settings`` default to the environment; the ticket key
     to :func:`load_ticket_key`. A ``scheduler`` passed in is used as is (tests).
+    With ``database_url`` the queue is the PostgreSQL one shared by every process
+    serving the same database and ``schema`` (the ticket key then lives there too);
+    ``writer=False`` makes a read gateway, which never migrates or creates the key.
     Raises :class:`ConfigurationError` for bad settings or a bad key.
     """
     root = Path(root).resolve()
@@ -162,8 +169,17 @@ def build_app(
         settings = scheduler_settings or SchedulerSettings.from_env()
         if bandwidth is not None and settings.bandwidth is None:
             settings = settings.with_changes(bandwidth=bandwidth)
-        key = ticket_key if ticket_key is not None else load_ticket_key(root)
-        scheduler = InMemoryDownloadScheduler(settings, ticket_keys=[key])
+        if database_url is not None:
+            scheduler = PostgresScheduler.from_dsn(
+                database_url,
+                schema=schema,
+                settings=settings,
+                ticket_keys=[ticket_key] if ticket_key is not None else None,
+                writer=writer,
+            )
+        else:
+            key = ticket_key if ticket_key is not None else load_ticket_key(root)
+            scheduler = InMemoryDownloadScheduler(settings, ticket_keys=[key])
     return _assemble(root, tokens, bandwidth, scheduler)
 
 
@@ -201,16 +217,24 @@ def _assemble(
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        async with anyio.create_task_group() as tasks:
-            tasks.start_soon(run_tick_loop, scheduler)
-            try:
-                yield
-            finally:
-                # Waiting clients get 503 busy from now on; active downloads finish
-                # (R-RES-4). The tick loop stops with the task group.
+        shared = scheduler if isinstance(scheduler, PostgresScheduler) else None
+        if shared is not None:
+            await shared.start()
+        try:
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(run_tick_loop, scheduler)
+                try:
+                    yield
+                finally:
+                    # Waiting clients get 503 busy from now on; active downloads finish
+                    # (R-RES-4). The tick loop stops with the task group.
+                    with anyio.CancelScope(shield=True):
+                        await scheduler.close()
+                    tasks.cancel_scope.cancel()
+        finally:
+            if shared is not None:
                 with anyio.CancelScope(shield=True):
-                    await scheduler.close()
-                tasks.cancel_scope.cancel()
+                    await shared.disconnect()
 
     routes: list[BaseRoute] = [
         Route("/", index, methods=["GET"]),

@@ -31,6 +31,7 @@ from arkvory_sched import DownloadScheduler
 
 from .._exceptions import SettingsError
 from .._settings import SchedulerSettings, _parse_rate, _parse_size, _UnparsableError
+from ..postgres import DEFAULT_SCHEMA
 from ._app import build_app
 from ._auth import Principal, parse_tokens
 
@@ -242,6 +243,24 @@ def build_parser() -> argparse.ArgumentParser:
         "link (repeatable); requests without a token are the anonymous link",
     )
 
+    serve.add_argument(
+        "--dsn",
+        default=os.environ.get("ARKVORY_DATABASE_URL") or None,
+        metavar="URL",
+        help="share one queue in PostgreSQL with every server on the same database, e.g. "
+        "postgresql://user@host/db (default: $ARKVORY_DATABASE_URL; none: in memory)",
+    )
+    serve.add_argument(
+        "--schema",
+        default=DEFAULT_SCHEMA,
+        help=f"PostgreSQL schema of the shared queue (default {DEFAULT_SCHEMA})",
+    )
+    serve.add_argument(
+        "--gateway",
+        action="store_true",
+        help="with --dsn: a read gateway, which neither migrates nor creates the ticket key",
+    )
+
     example = commands.add_parser("example", help="create an example directory to serve")
     example.add_argument("directory", metavar="DIR", type=Path, help="directory to fill")
     example.add_argument(
@@ -327,9 +346,18 @@ def _serve(args: argparse.Namespace) -> int:
         return _fail(f"--token: {error}")
     try:
         settings = SchedulerSettings.from_env()
-        app = build_app(directory, tokens, args.bandwidth, settings)
+        app = build_app(
+            directory,
+            tokens,
+            args.bandwidth,
+            settings,
+            database_url=args.dsn,
+            schema=args.schema,
+            writer=not args.gateway,
+        )
     except SettingsError as error:  # ConfigurationError names the variable
         return _fail(str(error))
+
     config = uvicorn.Config(app, host=args.host, port=args.port, lifespan="on", log_level="info")
     server = DrainingServer(config, app.state.scheduler)
     try:

@@ -1,0 +1,126 @@
+"""What one process knows about the slot leases of active sessions.
+
+The cache is what lets ranges of an active session pass without a database round trip
+(the common case: a 20 GB download is thousands of ranges). Its rule is conservative:
+an entry is trusted only until a deadline on this process's monotonic clock that is
+earlier than the lease's expiry as the database reported it, and never further ahead
+than ``max_trust`` seconds, so a release made by another process (idle, completion) is
+noticed within that bound even if this process never renews the lease itself.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from .._classes import DownloadClass
+
+__all__ = ["Lease", "LeaseCache"]
+
+SAFETY_MARGIN_SECONDS = 1.0
+
+
+@dataclass(slots=True)
+class Lease:
+    """A slot lease of one session as this process last saw it."""
+
+    key: bytes
+    slot_no: int
+    token: int
+    download_class: DownloadClass
+    object_size: int
+    arrival_wall_ms: int
+    trusted_until: float
+    held: bool  # this process renews it
+    in_flight: int = 0
+    ticket: str | None = None
+    ticket_issued: float = 0.0
+
+
+class LeaseCache:
+    """Leases by session key, with a trust deadline each (see the module docstring)."""
+
+    __slots__ = ("_leases", "_max_trust", "_now")
+
+    def __init__(
+        self, *, max_trust: float = 2.0, now: Callable[[], float] = time.monotonic
+    ) -> None:
+        self._leases: dict[bytes, Lease] = {}
+        self._max_trust = max_trust
+        self._now = now
+
+    def __len__(self) -> int:
+        return len(self._leases)
+
+    def __iter__(self) -> Iterator[Lease]:
+        return iter(list(self._leases.values()))
+
+    def trusted(self, key: bytes) -> Lease | None:
+        """The lease of ``key`` if it may be used without asking the database."""
+        lease = self._leases.get(key)
+        if lease is None or lease.trusted_until <= self._now():
+            return None
+        return lease
+
+    def get(self, key: bytes) -> Lease | None:
+        return self._leases.get(key)
+
+    def remember(
+        self,
+        key: bytes,
+        *,
+        slot_no: int,
+        token: int,
+        download_class: DownloadClass,
+        object_size: int,
+        arrival_wall_ms: int,
+        seconds_left: float,
+        held: bool,
+    ) -> Lease:
+        """Record a lease the database just confirmed with ``seconds_left`` to run."""
+        lease = self._leases.get(key)
+        if lease is None or lease.token != token:
+            in_flight = lease.in_flight if lease is not None and lease.token == token else 0
+            lease = Lease(
+                key,
+                slot_no,
+                token,
+                download_class,
+                object_size,
+                arrival_wall_ms,
+                0.0,
+                held,
+                in_flight,
+            )
+            self._leases[key] = lease
+        lease.held = held
+        self.confirm(lease, seconds_left)
+        return lease
+
+    def confirm(self, lease: Lease, seconds_left: float) -> None:
+        """The database says ``lease`` runs ``seconds_left`` more seconds."""
+        trust = min(seconds_left - SAFETY_MARGIN_SECONDS, self._max_trust)
+        lease.trusted_until = self._now() + max(0.0, trust)
+
+    def forget(self, key: bytes) -> Lease | None:
+        return self._leases.pop(key, None)
+
+    def held(self) -> list[Lease]:
+        """Leases this process renews."""
+        return [lease for lease in self._leases.values() if lease.held]
+
+    def in_flight_keys(self) -> list[bytes]:
+        """Sessions with a response of this process in progress."""
+        return [lease.key for lease in self._leases.values() if lease.in_flight]
+
+    def drop_untrusted_idle(self) -> None:
+        """Forget leases no longer trusted and without responses in flight (bounded size)."""
+        now = self._now()
+        stale = [
+            key
+            for key, lease in self._leases.items()
+            if lease.trusted_until <= now and not lease.in_flight
+        ]
+        for key in stale:
+            del self._leases[key]

@@ -1,0 +1,1254 @@
+"""``PostgresScheduler``: the port on a queue that many processes share.
+
+Where the state lives (ADR 0010):
+
+* Sessions, their order and the slot leases are rows in PostgreSQL. A slot is a lease
+  with a fencing token; granting it is one conditional statement (``CLAIM_SLOT``).
+* Each process keeps only what is its own: responses in flight, a cache of leases it
+  may trust without a round trip, its delivery-rate meter and its per-request places
+  (small objects never touch the database).
+* One process at a time — the leader, itself holding a fenced lease — runs the queue
+  work of a tick: reaping dead holders, releasing idle sessions, expiring no-shows,
+  aging, estimates and marking the next waiters. Every process ticks (heartbeat,
+  lease renewal, settings refresh) and any process can become leader.
+
+Queue times (arrival, activity, estimates) are fleet time: the injected clock's wall
+side, which must agree across nodes to about a second (NTP). Lease times are the
+database clock only, so a wrong node clock can never free or keep a slot by itself.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import os
+import secrets
+import socket
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import anyio
+import asyncpg
+
+from .._classes import DownloadClass, applied_class, default_class
+from .._clock import Clock, SystemClock
+from .._core import (
+    BACKUP_GRACE_SECONDS,
+    ESTIMATE_MIN_SPREAD_SECONDS,
+    ESTIMATE_SPREAD,
+    FALLBACK_RATE,
+    FINISHING_SOON_SECONDS,
+    HEAD_MIN_CHECK_SECONDS,
+    MARK_SCAN_SLACK,
+    MAX_CHECK_SECONDS,
+    MIN_CHECK_SECONDS,
+    NEWCOMER_CHECK_SECONDS,
+    NO_SHOW_MARGIN_SECONDS,
+    PAUSE_RETENTION_SECONDS,
+    SHUTDOWN_RETRY_SECONDS,
+    TAIL_ONLY_HOLD_SECONDS,
+    TICKET_REUSE_SECONDS,
+    _jitter,
+    _validated_download_id,
+)
+from .._fairqueue import CLASS_COUNT
+from .._histogram import Histogram
+from .._memory import InMemoryDownloadScheduler, RequestTimer, wait_with_timeout
+from .._model import (
+    Admitted,
+    ByteRange,
+    ClassStats,
+    Decision,
+    Delivered,
+    DeliveryOutcome,
+    DownloadRequest,
+    Grant,
+    HistogramSnapshot,
+    Queued,
+    RangeKind,
+    Rejected,
+    RejectReason,
+    SchedulerStats,
+    TickReport,
+)
+from .._port import DownloadScheduler
+from .._rate import PeakRateMeter
+from .._session import session_key
+from .._settings import SchedulerSettings, Strategy
+from .._tickets import TicketSigner
+from .._ticking import next_tick_delay
+from . import _sql as sql
+from ._leases import Lease, LeaseCache
+from ._migrate import DEFAULT_SCHEMA, apply_migrations, validate_schema
+from ._settings_store import SettingsStore, apply_stored
+from ._ticket_key import ensure_ticket_key, read_ticket_key
+
+__all__ = ["DATABASE_ERRORS", "PostgresScheduler"]
+
+log = logging.getLogger("arkvory_sched.postgres")
+
+DATABASE_ERRORS: tuple[type[BaseException], ...] = (
+    asyncpg.PostgresError,
+    asyncpg.InterfaceError,
+    OSError,
+    TimeoutError,
+)
+"""What a lost connection, a restarting server or a slow database raises."""
+
+_WAITING, _ACTIVE, _PAUSED = 0, 1, 2
+HEARTBEAT_SECONDS = 1.0
+SETTINGS_REFRESH_SECONDS = 10.0  # R-SET-3
+TICKET_KEY_RETRY_SECONDS = 30.0  # R-TICKET-4
+ROUND_CLEANUP_SECONDS = 60.0
+STORAGE_RETRY_AFTER = 2
+_SIZE_UNIT = 16 * 1024 * 1024
+
+
+@dataclass(slots=True)
+class _SessionGrant:
+    lease: Lease
+    byte_range: ByteRange | None
+    download_class: DownloadClass
+    started: float
+    last_progress: float
+    progressed: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class _Snapshot:
+    last_release: float
+    free_at_mark: int
+    finish_table: tuple[float, ...]
+    fleet_rate: float
+    class_lengths: tuple[int, ...]
+    waiting_bytes: float
+    session_count: int
+    passes: tuple[float, ...]
+    active: int
+    active_interactive: int
+
+
+class PostgresScheduler(DownloadScheduler):
+    """The ``DownloadScheduler`` port on PostgreSQL, shared by any number of processes.
+
+    Build it with :meth:`connect` (which migrates, reads the ticket key and the stored
+    settings), then run ``tick()`` periodically on every process — the middleware's
+    lifespan does. ``disconnect()`` after ``close()`` leaves the fleet and closes the
+    pool. ``writer=False`` makes a read gateway: it never creates the ticket key.
+    """
+
+    def __init__(
+        self,
+        pool: asyncpg.Pool | None = None,
+        *,
+        schema: str = DEFAULT_SCHEMA,
+        settings: SchedulerSettings | None = None,
+        clock: Clock | None = None,
+        ticket_keys: Sequence[bytes] | None = None,
+        node_id: str | None = None,
+        writer: bool = True,
+        lease_seconds: float = 10.0,
+        leader_seconds: float = 3.0,
+        owns_pool: bool = False,
+        request_timer: RequestTimer = wait_with_timeout,
+    ) -> None:
+        self._pool = pool
+        self._dsn: str | None = None
+        self._pool_size = 8
+        self._prepared = False
+        self._migrate = False
+        self._migrated = True
+        self._schema = validate_schema(schema)
+        self._environment = settings or SchedulerSettings.from_env()
+        self._settings = self._environment
+        self._clock = clock or SystemClock()
+        self._explicit_keys = tuple(ticket_keys) if ticket_keys else ()
+        self._signer = TicketSigner(self._explicit_keys) if self._explicit_keys else None
+        self._node = node_id or f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
+        self._writer = writer
+        self._lease_seconds = lease_seconds
+        self._leader_seconds = leader_seconds
+        self._owns_pool = owns_pool
+        self._store: SettingsStore | None = None
+        self._applied_revision = 0
+        self.settings_problems: list[str] = []
+        self._requests = InMemoryDownloadScheduler(
+            self._per_request_settings(self._environment),
+            clock=self._clock,
+            request_timer=request_timer,
+        )
+        self._leases = LeaseCache(max_trust=min(2.0, lease_seconds / 3))
+        self._grants: dict[int, _SessionGrant] = {}
+        self._next_token = 0
+        self._closed = False
+        self._changed = anyio.Event()
+        self._snapshot: _Snapshot | None = None
+        self._snapshot_until = 0.0
+        self._rate = PeakRateMeter()
+        self._last_rate = 0.0
+        self._bytes_by_class = [0] * CLASS_COUNT
+        self._wait_histograms = [Histogram() for _ in range(CLASS_COUNT)]
+        self._estimate_error = Histogram()
+        self._admitted = 0
+        self._rejections: dict[RejectReason, int] = {}
+        self._last_tick_seconds = 0.0
+        self._last_stats: SchedulerStats | None = None
+        # Fleet bookkeeping, on this process's monotonic clock (never queue decisions).
+        self._next_heartbeat = 0.0
+        self._next_settings_read = 0.0
+        self._next_key_read = 0.0
+        self._next_round_cleanup = 0.0
+        self._leader_token: int | None = None
+        self._leader_since = 0.0
+        self._last_trouble = -math.inf
+
+    # ------------------------------------------------------------------ building
+    @classmethod
+    def from_dsn(
+        cls,
+        dsn: str,
+        *,
+        schema: str = DEFAULT_SCHEMA,
+        settings: SchedulerSettings | None = None,
+        clock: Clock | None = None,
+        ticket_keys: Sequence[bytes] | None = None,
+        node_id: str | None = None,
+        writer: bool = True,
+        migrate: bool = True,
+        lease_seconds: float = 10.0,
+        pool_size: int = 8,
+        request_timer: RequestTimer = wait_with_timeout,
+    ) -> PostgresScheduler:
+        """A scheduler that connects in :meth:`start` — build it before the event loop
+        runs (an application factory), start it in the application's lifespan."""
+        scheduler = cls(
+            None,
+            schema=schema,
+            settings=settings,
+            clock=clock,
+            ticket_keys=ticket_keys,
+            node_id=node_id,
+            writer=writer,
+            lease_seconds=lease_seconds,
+            owns_pool=True,
+            request_timer=request_timer,
+        )
+        scheduler._dsn = dsn
+        scheduler._pool_size = pool_size
+        scheduler._migrate = migrate and writer
+        scheduler._migrated = not scheduler._migrate
+        return scheduler
+
+    @classmethod
+    async def connect(
+        cls,
+        dsn: str,
+        *,
+        schema: str = DEFAULT_SCHEMA,
+        settings: SchedulerSettings | None = None,
+        clock: Clock | None = None,
+        ticket_keys: Sequence[bytes] | None = None,
+        node_id: str | None = None,
+        writer: bool = True,
+        migrate: bool = True,
+        lease_seconds: float = 10.0,
+        pool_size: int = 8,
+        request_timer: RequestTimer = wait_with_timeout,
+    ) -> PostgresScheduler:
+        """:meth:`from_dsn` and :meth:`start` in one call."""
+        scheduler = cls.from_dsn(
+            dsn,
+            schema=schema,
+            settings=settings,
+            clock=clock,
+            ticket_keys=ticket_keys,
+            node_id=node_id,
+            writer=writer,
+            migrate=migrate,
+            lease_seconds=lease_seconds,
+            pool_size=pool_size,
+            request_timer=request_timer,
+        )
+        await scheduler.start()
+        return scheduler
+
+    async def start(self) -> None:
+        """Connect, migrate (writers), read key and settings, join the fleet.
+
+        A database that is down at start does not stop the process (R-SET-4): the
+        pool connects lazily, admissions answer ``503`` until the database is back,
+        and migrations, key and settings are retried on later ticks.
+        """
+        if self._pool is None:
+            assert self._dsn is not None, "PostgresScheduler needs a pool or a DSN"
+            self._pool = await asyncpg.create_pool(
+                self._dsn,
+                min_size=0,
+                max_size=self._pool_size,
+                server_settings={"search_path": self._schema},
+                command_timeout=5.0,
+            )
+        try:
+            await self._prepare()
+        except DATABASE_ERRORS as error:
+            self._trouble(error)
+
+    async def _prepare(self) -> None:
+        if not self._migrated:
+            assert self._dsn is not None
+            await apply_migrations(self._dsn, schema=self._schema)
+            self._migrated = True
+        await self._read_ticket_key()
+        await self._refresh_settings()
+        async with self._acquire() as conn:
+            await conn.execute(sql.ENSURE_SLOTS, self._settings.sessions)
+            await conn.execute(sql.HEARTBEAT, self._node, 0.0)
+        self._next_heartbeat = time.monotonic() + HEARTBEAT_SECONDS
+        self._prepared = True
+
+    def _require_pool(self) -> asyncpg.Pool:
+        if self._pool is None:
+            raise RuntimeError("PostgresScheduler.start() has not run")
+        return self._pool
+
+    def _acquire(self) -> Any:
+        """A pooled connection; a slow pool is database trouble, not a hang."""
+        return self._require_pool().acquire(timeout=2.0)
+
+    @property
+    def node_id(self) -> str:
+        return self._node
+
+    @property
+    def settings(self) -> SchedulerSettings:
+        return self._settings
+
+    @property
+    def is_leader(self) -> bool:
+        return self._leader_token is not None
+
+    @property
+    def ticket_signing(self) -> bool:
+        """Whether this process issues and reads queue tickets (it has the key)."""
+        return self._signer is not None
+
+    # ------------------------------------------------------------------ admission
+    async def admit(self, request: DownloadRequest) -> Decision:
+        download_id = _validated_download_id(request.download_id)
+        base = request.base_class or default_class(request.principal_kind)
+        cls = applied_class(base, request.requested_class)
+        settings = self._settings
+        uses_sessions = (
+            settings.strategy is not Strategy.SHARED
+            and request.object_size > settings.session_min_bytes
+        )
+        if not uses_sessions and not len(self._leases):
+            return await self._requests.admit(request)
+        key = session_key(request.principal, request.object_id, download_id, request.client_address)
+        lease = self._leases.trusted(key)
+        if lease is not None:
+            return self._admit_range(lease, request.effective_range)
+        if not uses_sessions:
+            return await self._requests.admit(request)
+        try:
+            return await self._admit_session(request, key, cls, download_id is not None)
+        except DATABASE_ERRORS as error:
+            self._trouble(error)
+            return self._reject(RejectReason.STORAGE_UNAVAILABLE, STORAGE_RETRY_AFTER, cls)
+
+    def _admit_range(self, lease: Lease, byte_range: ByteRange | None) -> Decision:
+        """A range of an active session: local bookkeeping only, no round trip."""
+        if lease.in_flight >= self._settings.ranges_per_session:
+            return self._reject(RejectReason.RANGES_PER_SESSION, 1, lease.download_class)
+        lease.in_flight += 1
+        self._next_token += 1
+        token = self._next_token
+        now = self._clock.wall()
+        self._grants[token] = _SessionGrant(lease, byte_range, lease.download_class, now, now)
+        self._admitted += 1
+        grant = Grant(token, "session", lease.download_class, byte_range, lease.key)
+        return Admitted(grant, self._lease_ticket(lease, now))
+
+    async def _admit_session(
+        self, request: DownloadRequest, key: bytes, cls: DownloadClass, has_id: bool
+    ) -> Decision:
+        now = self._clock.wall()
+        async with self._acquire() as conn:
+            row = await conn.fetchrow(sql.SESSION_WITH_LEASE, key)
+            if row is not None and row["state"] == _ACTIVE:
+                return await self._join_active(conn, key, row, request.effective_range)
+            if self._closed:
+                return self._reject(RejectReason.SHUTTING_DOWN, SHUTDOWN_RETRY_SECONDS, cls)
+            if row is None:
+                return await self._admit_new(conn, request, key, cls, has_id, now)
+            stored_class = DownloadClass.by_rank(row["base_class"])
+            if row["state"] == _PAUSED:
+                lease = await self._resume(conn, key, row, now)
+                if lease is not None:
+                    return self._admit_range(lease, request.effective_range)
+            elif row["marked"] and await self._may_take_marked_slot(conn, row, now):
+                async with conn.transaction():
+                    lease = await self._claim(conn, key, row, now)
+                if lease is not None:
+                    self._invalidate()
+                    return self._admit_range(lease, request.effective_range)
+            return await self._queued(conn, key, stored_class, now, newcomer=False)
+
+    async def _join_active(
+        self,
+        conn: asyncpg.Connection,
+        key: bytes,
+        row: asyncpg.Record,
+        byte_range: ByteRange | None,
+    ) -> Decision:
+        """A range of a session another process (or this one, earlier) activated."""
+        cls = DownloadClass.by_rank(row["base_class"])
+        if row["slot_no"] is not None and (row["lease_left"] or 0.0) > 0.0:
+            left = await conn.fetchval(
+                sql.TAKE_OVER_LEASE, key, row["lease_token"], self._node, self._lease_seconds
+            )
+            if left is not None:
+                lease = self._leases.remember(
+                    key,
+                    slot_no=row["slot_no"],
+                    token=row["lease_token"],
+                    download_class=cls,
+                    object_size=row["object_size"],
+                    arrival_wall_ms=row["arrival_wall_ms"],
+                    seconds_left=left,
+                    held=True,
+                )
+                return self._admit_range(lease, byte_range)
+        # The lease ran out and the reaper has not yet judged its holder: ask again soon.
+        return self._reject(RejectReason.STORAGE_UNAVAILABLE, 1, cls)
+
+    async def _admit_new(
+        self,
+        conn: asyncpg.Connection,
+        request: DownloadRequest,
+        key: bytes,
+        cls: DownloadClass,
+        has_id: bool,
+        now: float,
+    ) -> Decision:
+        settings = self._settings
+        snapshot = await self._queue_snapshot(conn)
+        if snapshot.session_count >= settings.queue_limit:
+            return self._reject(RejectReason.QUEUE_FULL, self._busy_retry_after(snapshot), cls)
+        owned = await conn.fetchval(sql.PRINCIPAL_SESSIONS, request.principal)
+        if owned >= settings.queue_per_principal:
+            return self._reject(RejectReason.PRINCIPAL_LIMIT, self._busy_retry_after(snapshot), cls)
+        now_ms = int(now * 1000)
+        arrival_ms = now_ms
+        if self._signer is not None and request.ticket:
+            signed = self._signer.verify(request.ticket, key, now_ms)
+            if signed is not None and signed <= now_ms:
+                arrival_ms = signed
+        arrival = arrival_ms / 1000.0
+        rank = cls.rank
+        lease: Lease | None = None
+        async with conn.transaction():
+            order_key = await self._order_key(
+                conn, rank, request.principal, request.object_size, arrival, old=arrival_ms < now_ms
+            )
+            check_at = now + NEWCOMER_CHECK_SECONDS
+            seq = await conn.fetchval(
+                sql.INSERT_SESSION,
+                key,
+                request.principal,
+                rank,
+                has_id,
+                request.object_size,
+                arrival,
+                arrival_ms,
+                order_key,
+                now,
+                self._promote_at(rank, now),
+                check_at,
+                check_at + NO_SHOW_MARGIN_SECONDS,
+            )
+            if seq is not None and not await conn.fetchval(sql.OTHERS_WAITING, key):
+                row = await conn.fetchrow(sql.SESSION_WITH_LEASE, key)
+                lease = await self._claim(conn, key, row, now)
+        if lease is not None:
+            self._invalidate()
+            return self._admit_range(lease, request.effective_range)
+        return await self._queued(conn, key, cls, now, newcomer=seq is not None)
+
+    async def _resume(
+        self, conn: asyncpg.Connection, key: bytes, row: asyncpg.Record, now: float
+    ) -> Lease | None:
+        """R-SESS-9: a paused session waits again with its arrival; starts if alone."""
+        rank = row["base_class"]
+        check_at = now + NEWCOMER_CHECK_SECONDS
+        async with conn.transaction():
+            order_key = await self._order_key(
+                conn, rank, row["principal"], row["object_size"], row["arrival"], old=True
+            )
+            await conn.execute(
+                sql.RESUME_PAUSED,
+                key,
+                order_key,
+                now,
+                self._promote_at(rank, now),
+                check_at,
+                check_at + NO_SHOW_MARGIN_SECONDS,
+            )
+            if await conn.fetchval(sql.OTHERS_WAITING, key):
+                return None
+            lease = await self._claim(conn, key, row, now)
+        if lease is not None:
+            self._invalidate()
+        return lease
+
+    async def _may_take_marked_slot(
+        self, conn: asyncpg.Connection, row: asyncpg.Record, now: float
+    ) -> bool:
+        if not row["mark_backup"]:
+            return True
+        # A back-up takes a freed slot only when the first marked waiters did not come
+        # for it within one of their poll periods (as in memory, ADR 0002).
+        snapshot = await self._queue_snapshot(conn, fresh=True)
+        return now - snapshot.last_release >= BACKUP_GRACE_SECONDS
+
+    async def _claim(
+        self, conn: asyncpg.Connection, key: bytes, row: asyncpg.Record, now: float
+    ) -> Lease | None:
+        """Take a free slot for ``key`` in one statement; None when none is free."""
+        settings = self._settings
+        cls = DownloadClass.by_rank(row["base_class"])
+        try:
+            async with conn.transaction():  # a savepoint: a lost race must not abort the caller
+                claimed = await conn.fetchrow(
+                    sql.CLAIM_SLOT,
+                    key,
+                    settings.sessions,
+                    cls is DownloadClass.INTERACTIVE,
+                    settings.reserve,
+                    self._node,
+                    self._lease_seconds,
+                    now,
+                )
+                if claimed is None:
+                    return None
+                rank = claimed["queue_rank"]
+                tag = int(claimed["order_key"]) if settings.strategy is Strategy.ORDERED else 0
+                await conn.execute(sql.ADVANCE_ROUND, rank, tag, 1.0 / settings.weights[rank])
+        except asyncpg.UniqueViolationError:
+            return None  # another process activated this session at the same moment
+        self._wait_histograms[cls.rank].observe(max(0.0, now - claimed["waiting_since"]))
+        first_estimate = claimed["first_estimate"]
+        if first_estimate is not None:
+            self._estimate_error.observe(abs(now - first_estimate))
+        return self._leases.remember(
+            key,
+            slot_no=claimed["slot_no"],
+            token=claimed["lease_token"],
+            download_class=cls,
+            object_size=row["object_size"],
+            arrival_wall_ms=row["arrival_wall_ms"],
+            seconds_left=claimed["lease_left"],
+            held=True,
+        )
+
+    async def _order_key(
+        self,
+        conn: asyncpg.Connection,
+        rank: int,
+        principal: str,
+        size: int,
+        arrival: float,
+        *,
+        old: bool,
+    ) -> float:
+        """The session's place within its class under the current strategy."""
+        settings = self._settings
+        if settings.strategy is Strategy.SMALLEST_FIRST:
+            return _smallest_first_key(size, arrival, settings.aging_minutes * 60.0)
+        tag = await conn.fetchval(sql.NEXT_TAG, rank, principal, old)
+        return float(tag)
+
+    def _promote_at(self, rank: int, now: float) -> float | None:
+        aging = self._settings.aging_minutes * 60.0
+        if aging <= 0 or rank <= 1 or self._settings.strategy is not Strategy.ORDERED:
+            return None
+        return now + aging
+
+    async def _queued(
+        self,
+        conn: asyncpg.Connection,
+        key: bytes,
+        cls: DownloadClass,
+        now: float,
+        *,
+        newcomer: bool,
+    ) -> Decision:
+        row = await conn.fetchrow(sql.POSITION, key)
+        if row is None:  # activated or released by another process a moment ago
+            return self._reject(RejectReason.STORAGE_UNAVAILABLE, 1, cls)
+        snapshot = await self._queue_snapshot(conn)
+        ahead = _stride_ahead(
+            row["own_ahead"],
+            row["queue_rank"],
+            snapshot.passes,
+            snapshot.class_lengths,
+            self._settings.weights,
+        )
+        start = self._estimate_start(cls, ahead, now, snapshot)
+        wait = start - now
+        marked = bool(row["marked"])
+        if newcomer:
+            delay = NEWCOMER_CHECK_SECONDS
+        else:
+            floor = HEAD_MIN_CHECK_SECONDS if ahead == 0 or marked else MIN_CHECK_SECONDS
+            halfway = min(MAX_CHECK_SECONDS / 1.1, max(floor, wait / 2))
+            delay = max(floor, halfway * _jitter(key))
+            if marked and ahead < snapshot.free_at_mark:
+                delay = HEAD_MIN_CHECK_SECONDS
+        check_at = now + delay
+        no_show_at = check_at + max(NO_SHOW_MARGIN_SECONDS, delay)
+        await conn.execute(sql.RECORD_CHECK, key, check_at, no_show_at, None if newcomer else start)
+        spread = max(ESTIMATE_MIN_SPREAD_SECONDS, ESTIMATE_SPREAD * wait)
+        return Queued(
+            position=None if newcomer else ahead + 1,
+            starts_at=start,
+            starts_earliest=max(now, start - spread),
+            starts_latest=start + spread,
+            check_at=check_at,
+            retry_after=max(1, math.ceil(delay)),
+            download_class=cls,
+            ticket=await self._session_ticket(conn, key, now),
+        )
+
+    async def _session_ticket(self, conn: asyncpg.Connection, key: bytes, now: float) -> str | None:
+        if self._signer is None:
+            return None
+        arrival_ms = await conn.fetchval(
+            "SELECT arrival_wall_ms FROM download_session WHERE session_key = $1", key
+        )
+        if arrival_ms is None:
+            return None
+        return self._signer.issue(key, arrival_ms, max(int(now * 1000), arrival_ms))
+
+    def _lease_ticket(self, lease: Lease, now: float) -> str | None:
+        """As in memory: an active session's ticket is re-signed at most once a minute."""
+        if self._signer is None:
+            return None
+        if lease.ticket is not None and now - lease.ticket_issued < TICKET_REUSE_SECONDS:
+            return lease.ticket
+        lease.ticket = self._signer.issue(
+            lease.key, lease.arrival_wall_ms, max(int(now * 1000), lease.arrival_wall_ms)
+        )
+        lease.ticket_issued = now
+        return lease.ticket
+
+    def _estimate_start(
+        self, cls: DownloadClass, ahead: int, now: float, snapshot: _Snapshot
+    ) -> float:
+        """R-EST-1/2 as in memory, from the finish table the leader keeps fresh."""
+        settings = self._settings
+        interactive = cls is DownloadClass.INTERACTIVE
+        usable = settings.sessions if interactive else settings.sessions - settings.reserve
+        usable = max(1, usable)
+        skip = 0
+        if not interactive:
+            free = max(0, settings.sessions - snapshot.active)
+            active_ni = snapshot.active - snapshot.active_interactive
+            free_ni = max(0, settings.sessions - settings.reserve - active_ni)
+            skip = free - min(free, free_ni)
+        finishes = [max(now, finish) for finish in snapshot.finish_table]
+        finishes.extend([now] * max(0, settings.sessions - len(finishes)))
+        finishes.sort()
+        table = finishes[skip : skip + usable] or [now]
+        waiting = max(1, sum(snapshot.class_lengths))
+        rate = self._fleet_rate(snapshot)
+        service = snapshot.waiting_bytes / waiting * len(table) / rate
+        cycles, index = divmod(ahead, len(table))
+        return max(now, table[index] + cycles * service)
+
+    def _fleet_rate(self, snapshot: _Snapshot | None) -> float:
+        rate = snapshot.fleet_rate if snapshot is not None else 0.0
+        rate = rate or self._local_rate() or FALLBACK_RATE
+        bandwidth = self._settings.bandwidth
+        if bandwidth is not None:
+            rate = max(rate, float(bandwidth))
+        return rate
+
+    def _local_rate(self) -> float:
+        peak = self._rate.peak(self._clock.monotonic())
+        if peak > 0:
+            self._last_rate = peak
+        return peak or self._last_rate
+
+    def _busy_retry_after(self, snapshot: _Snapshot) -> int:
+        rate = self._fleet_rate(snapshot)
+        mean = snapshot.waiting_bytes / max(1, sum(snapshot.class_lengths))
+        seconds = mean / rate
+        return int(min(MAX_CHECK_SECONDS, max(MIN_CHECK_SECONDS, math.ceil(seconds))))
+
+    async def _queue_snapshot(self, conn: asyncpg.Connection, *, fresh: bool = False) -> _Snapshot:
+        """The leader's last tick plus the slot table, cached for half a second."""
+        real = time.monotonic()
+        if not fresh and self._snapshot is not None and real < self._snapshot_until:
+            return self._snapshot
+        row = await conn.fetchrow(sql.QUEUE_SNAPSHOT)
+        snapshot = _Snapshot(
+            last_release=row["last_release"],
+            free_at_mark=row["free_at_mark"],
+            finish_table=tuple(row["finish_table"] or ()),
+            fleet_rate=row["fleet_rate"],
+            class_lengths=tuple(row["class_lengths"] or (0, 0, 0, 0)),
+            waiting_bytes=row["waiting_bytes"],
+            session_count=row["session_count"],
+            passes=tuple(row["passes"] or (0.0,) * CLASS_COUNT),
+            active=row["active"],
+            active_interactive=row["active_interactive"],
+        )
+        self._snapshot = snapshot
+        self._snapshot_until = real + 0.5
+        return snapshot
+
+    def _invalidate(self) -> None:
+        self._snapshot = None
+        self._notify()
+
+    def _reject(
+        self, reason: RejectReason, retry_after: int, cls: DownloadClass | None
+    ) -> Rejected:
+        self._rejections[reason] = self._rejections.get(reason, 0) + 1
+        return Rejected(reason, retry_after, cls)
+
+    # ------------------------------------------------------------------ delivery
+    async def report(self, grant: Grant, outcome: DeliveryOutcome) -> None:
+        if grant.admission == "per-request":
+            await self._requests.report(grant, outcome)
+            return
+        state = self._grants.pop(grant.token, None)
+        if state is None:
+            return
+        lease = state.lease
+        lease.in_flight = max(0, lease.in_flight - 1)
+        now = self._clock.wall()
+        counted = None
+        if isinstance(outcome, Delivered):
+            counted = outcome.byte_range or state.byte_range
+            sent = counted.length if counted is not None else 0
+        else:
+            sent = outcome.bytes_sent
+        self._record_bytes(state, max(0, sent - state.progressed))
+        try:
+            async with self._acquire() as conn, conn.transaction():
+                if counted is None:
+                    await conn.execute(
+                        sql.RECORD_INTERRUPTION, lease.key, lease.token, now, not lease.in_flight
+                    )
+                else:
+                    await self._record_delivery(conn, lease, counted, now)
+        except DATABASE_ERRORS as error:
+            # The bytes were sent; only the record is lost. The session then ends by
+            # its idle timer instead of at once — never by a wrong completion.
+            self._trouble(error)
+        self._notify()
+
+    async def _record_delivery(
+        self, conn: asyncpg.Connection, lease: Lease, counted: ByteRange, now: float
+    ) -> None:
+        row = await conn.fetchrow(
+            sql.RECORD_DELIVERY,
+            lease.key,
+            lease.token,
+            counted.start,
+            counted.end,
+            not counted.is_tail_read(lease.object_size),
+            counted.kind is RangeKind.BOUNDED,
+            now,
+        )
+        if row is None:
+            self._leases.forget(lease.key)  # the lease is gone: fenced out
+            return
+        if not row["complete"] or lease.in_flight:
+            return
+        released = await conn.fetchval(sql.RELEASE_SLOT, lease.slot_no, lease.token, lease.key)
+        if released is None:
+            return
+        await conn.execute(sql.DELETE_SESSION, lease.key)
+        await conn.execute(sql.COUNT_COMPLETION, now)
+        self._leases.forget(lease.key)
+        self._snapshot = None
+
+    async def progress(self, grant: Grant, nbytes: int) -> None:
+        if grant.admission == "per-request":
+            await self._requests.progress(grant, nbytes)
+            return
+        state = self._grants.get(grant.token)
+        if state is None or nbytes <= 0:
+            return
+        self._record_bytes(state, nbytes)
+        state.progressed += nbytes
+
+    def _record_bytes(self, state: _SessionGrant, nbytes: int) -> None:
+        if nbytes <= 0:
+            return
+        now = self._clock.monotonic()
+        started = now - max(0.0, self._clock.wall() - state.last_progress)
+        self._rate.record(started, now, nbytes)
+        state.last_progress = self._clock.wall()
+        self._bytes_by_class[state.download_class.rank] += nbytes
+
+    async def wait_for_change(self, timeout: float) -> None:
+        # Changes made by other processes are not signalled here: wake at least every
+        # second so a held request re-checks the shared queue.
+        changed = self._changed
+        with anyio.move_on_after(max(0.0, min(timeout, 1.0))):
+            await changed.wait()
+
+    def _notify(self) -> None:
+        changed = self._changed
+        self._changed = anyio.Event()
+        changed.set()
+
+    # ------------------------------------------------------------------ tick
+    async def tick(self) -> TickReport:
+        started = time.perf_counter()
+        expired = marked = 0
+        try:
+            if not self._prepared:
+                await self._prepare()
+            async with self._acquire() as conn:
+                await self._fleet_duties(conn)
+                if await self._lead(conn):
+                    expired, marked = await self._leader_tick(conn)
+        except DATABASE_ERRORS as error:
+            self._trouble(error)
+            self._leader_token = None
+        self._leases.drop_untrusted_idle()
+        duration = time.perf_counter() - started
+        self._last_tick_seconds = duration
+        self._invalidate()
+        return TickReport(
+            duration=duration,
+            next_tick_in=next_tick_delay(duration),
+            expired=expired,
+            marked=marked,
+            preempted=False,
+        )
+
+    async def _fleet_duties(self, conn: asyncpg.Connection) -> None:
+        """Every process: heartbeat, renew held leases, refresh settings and key."""
+        real = time.monotonic()
+        if real >= self._next_heartbeat:
+            self._next_heartbeat = real + HEARTBEAT_SECONDS
+            await conn.execute(sql.HEARTBEAT, self._node, self._local_rate())
+            in_flight = self._leases.in_flight_keys()
+            if in_flight:
+                # A response still streaming is activity, wherever it streams from.
+                await conn.execute(sql.TOUCH_SESSIONS, in_flight, self._clock.wall())
+            await self._renew_leases(conn)
+        if real >= self._next_settings_read:
+            await self._refresh_settings()
+        if self._signer is None and real >= self._next_key_read:
+            await self._read_ticket_key()
+
+    async def _renew_leases(self, conn: asyncpg.Connection) -> None:
+        held = self._leases.held()
+        if not held:
+            return
+        rows = await conn.fetch(
+            sql.RENEW_LEASES,
+            [lease.slot_no for lease in held],
+            [lease.token for lease in held],
+            self._lease_seconds,
+            self._node,
+        )
+        renewed = {(row["slot_no"], row["lease_token"]): row["lease_left"] for row in rows}
+        for lease in held:
+            left = renewed.get((lease.slot_no, lease.token))
+            if left is None:
+                # Released, reaped or taken over elsewhere: stop trusting and renewing.
+                lease.held = False
+                lease.trusted_until = 0.0
+            else:
+                self._leases.confirm(lease, left)
+
+    async def _lead(self, conn: asyncpg.Connection) -> bool:
+        token = await conn.fetchval(sql.TAKE_LEADERSHIP, self._node, self._leader_seconds)
+        if token is None:
+            self._leader_token = None
+            return False
+        if self._leader_token != token:
+            self._leader_since = time.monotonic()
+            log.info("node %s leads the queue (token %s)", self._node, token)
+        self._leader_token = token
+        return True
+
+    async def _leader_tick(self, conn: asyncpg.Connection) -> tuple[int, int]:
+        settings = self._settings
+        now = self._clock.wall()
+        real = time.monotonic()
+        async with conn.transaction():
+            confirmed = await conn.fetchval(sql.CONFIRM_LEADERSHIP, self._node, self._leader_token)
+            if confirmed is None:
+                self._leader_token = None
+                return 0, 0
+            reaped = 0
+            # A new leader, or one that just had database trouble, first gives every
+            # holder a full lease period to renew: it frees nothing a live peer holds.
+            if (
+                real - self._leader_since >= self._lease_seconds
+                and real - self._last_trouble >= self._lease_seconds
+            ):
+                reaped = await conn.fetchval(sql.REAP_EXPIRED, self._lease_seconds)
+            idle = await self._release_idle(conn, now)
+            await conn.fetchval(sql.PAUSE_ORPHANS, now + PAUSE_RETENTION_SECONDS)
+            no_shows = await conn.fetchval(sql.EXPIRE_NO_SHOWS, now)
+            expired_paused = await conn.fetchval(sql.EXPIRE_PAUSED, now)
+            await conn.execute(sql.COUNT_EXPIRIES, no_shows, idle, reaped, now)
+            if settings.aging_minutes > 0 and settings.strategy is Strategy.ORDERED:
+                await conn.execute(sql.PROMOTE_AGED, now, settings.aging_minutes * 60.0)
+            if real >= self._next_round_cleanup:
+                self._next_round_cleanup = real + ROUND_CLEANUP_SECONDS
+                await conn.execute(sql.FORGET_OLD_ROUNDS)
+            shape = await conn.fetch(sql.QUEUE_SHAPE)
+            lengths = [0] * CLASS_COUNT
+            waiting_bytes = 0.0
+            for row in shape:
+                lengths[row["queue_rank"]] = row["n"]
+                waiting_bytes += row["bytes"]
+            await conn.execute(sql.STORE_SHAPE, lengths, waiting_bytes)
+            await conn.execute(
+                sql.CATCH_UP_IDLE_CLASSES, [r for r in range(CLASS_COUNT) if not lengths[r]]
+            )
+            marked = await self._mark_waiters(conn, now, sum(lengths))
+        if reaped or idle:
+            log.info("released %d dead and %d idle leases", reaped, idle)
+        return no_shows + expired_paused + reaped + idle, marked
+
+    async def _release_idle(self, conn: asyncpg.Connection, now: float) -> int:
+        """R-SESS-10: a session with nothing in flight and no activity frees its slot."""
+        settings = self._settings
+        rows = await conn.fetch(
+            sql.IDLE_SESSIONS,
+            now,
+            min(TAIL_ONLY_HOLD_SECONDS, settings.idle_seconds),
+            settings.idle_seconds,
+            self._leases.in_flight_keys(),
+            self._node,
+            max(3 * HEARTBEAT_SECONDS, self._lease_seconds / 2),
+        )
+        released = 0
+        for row in rows:
+            key = row["session_key"]
+            freed = await conn.fetchval(sql.RELEASE_SLOT, row["slot_no"], row["lease_token"], key)
+            if freed is not None:
+                released += 1
+                self._leases.forget(key)
+        return released
+
+    async def _mark_waiters(self, conn: asyncpg.Connection, now: float, waiting: int) -> int:
+        """R-SESS-12: mark twice as many waiters as there are (soon) free slots."""
+        settings = self._settings
+        active_rows = await conn.fetch(sql.ACTIVE_FOR_ESTIMATE)
+        fleet_rate = await conn.fetchval(sql.FLEET_RATE, self._lease_seconds)
+        rate = fleet_rate or self._local_rate() or FALLBACK_RATE
+        if settings.bandwidth is not None:
+            rate = max(rate, float(settings.bandwidth))
+        per_session = rate / max(1, len(active_rows))
+        finishes: list[float] = []
+        soon_total = soon_ni = active_ni = 0
+        in_flight = set(self._leases.in_flight_keys())
+        for row in active_rows:
+            remaining = max(0, row["object_size"] - (row["start_offset"] or 0) - row["covered"])
+            finish = now + remaining / per_session
+            finishes.append(finish)
+            interactive = row["base_class"] == DownloadClass.INTERACTIVE.rank
+            active_ni += not interactive
+            if remaining == 0 or finish <= now + FINISHING_SOON_SECONDS:
+                soon_total += 1
+                soon_ni += not interactive
+        finishes.sort()
+        free_total = settings.sessions - len(active_rows) + soon_total
+        free_ni = settings.sessions - settings.reserve - active_ni + soon_ni
+        await conn.execute(sql.CLEAR_MARKS)
+        await conn.execute(sql.STORE_ESTIMATES, finishes, now, fleet_rate, max(0, free_total))
+        del in_flight
+        if free_total <= 0 or not waiting:
+            return 0
+        budget = 2 * free_total
+        budget_ni = 2 * max(0, free_ni)
+        active_by_principal = {
+            row["principal"]: row["count"] for row in await conn.fetch(sql.ACTIVE_BY_PRINCIPAL)
+        }
+        over = [p for p, n in active_by_principal.items() if n >= settings.per_principal]
+        contenders = bool(over) and await conn.fetchval(sql.UNDER_SHARE_WAITING, over)
+        limit = 4 * budget + MARK_SCAN_SLACK // 64
+        heads: list[list[asyncpg.Record]] = []
+        for rank in range(CLASS_COUNT):
+            allowed = rank == 0 or budget_ni > 0
+            heads.append(list(await conn.fetch(sql.HEADS_OF_CLASS, rank, limit)) if allowed else [])
+        passes = list(
+            await conn.fetchval("SELECT array_agg(pass ORDER BY queue_rank) FROM class_state")
+        )
+        strides = [1.0 / weight for weight in settings.weights]
+        positions = [0] * CLASS_COUNT
+        keys: list[bytes] = []
+        backups: list[bool] = []
+        over_set = set(over)
+        while budget > 0:
+            best = -1
+            for rank in range(CLASS_COUNT):
+                if positions[rank] >= len(heads[rank]):
+                    continue
+                if rank > 0 and budget_ni <= 0:
+                    continue
+                if best < 0 or passes[rank] < passes[best]:
+                    best = rank
+            if best < 0:
+                break
+            row = heads[best][positions[best]]
+            positions[best] += 1
+            passes[best] += strides[best]
+            if contenders and row["principal"] in over_set:
+                continue  # R-CLASS-5: beyond its share only while nobody else waits
+            keys.append(row["session_key"])
+            backups.append(len(keys) > free_total)
+            budget -= 1
+            if row["base_class"] != DownloadClass.INTERACTIVE.rank:
+                budget_ni -= 1
+        if keys:
+            await conn.execute(sql.SET_MARKS, keys, backups)
+        return len(keys)
+
+    # ------------------------------------------------------------------ settings
+    async def _refresh_settings(self) -> None:
+        """R-SET-3: read the stored record; apply only a newer revision."""
+        self._next_settings_read = time.monotonic() + SETTINGS_REFRESH_SECONDS
+        if self._store is None:
+            self._store = SettingsStore(
+                self._require_pool(), environment=self._environment, schema=self._schema
+            )
+        stored = await self._store.read()
+        if stored.revision <= self._applied_revision:
+            return
+        settings, problems = apply_stored(self._environment, stored.fields)
+        self.settings_problems = problems
+        for problem in problems:
+            log.warning("stored settings: %s", problem)
+        self._applied_revision = stored.revision
+        await self.configure(settings)
+
+    async def _read_ticket_key(self) -> None:
+        if self._explicit_keys:
+            return
+        self._next_key_read = time.monotonic() + TICKET_KEY_RETRY_SECONDS
+        key: bytes | None
+        if self._writer:
+            key = await ensure_ticket_key(self._require_pool(), self._schema)
+        else:
+            key = await read_ticket_key(self._require_pool(), self._schema)
+        if key is not None:
+            self._signer = TicketSigner([key])
+
+    async def configure(self, settings: SchedulerSettings) -> None:
+        current = self._settings
+        settings = replace_environment_only(settings, current)
+        self._settings = settings
+        await self._requests.configure(self._per_request_settings(settings))
+        async with self._acquire() as conn:
+            await conn.execute(sql.ENSURE_SLOTS, settings.sessions)
+            if (
+                settings.strategy is not current.strategy
+                or settings.aging_minutes != current.aging_minutes
+            ):
+                await self._rekey(conn, settings)
+        self._invalidate()
+
+    async def _rekey(self, conn: asyncpg.Connection, settings: SchedulerSettings) -> None:
+        """A new strategy orders the waiters anew, by arrival (O(n), only on change)."""
+        rows = await conn.fetch(sql.WAITING_FOR_REKEY)
+        vts = {
+            row["queue_rank"]: row["virtual_time"]
+            for row in await conn.fetch("SELECT queue_rank, virtual_time FROM class_state")
+        }
+        rounds: dict[tuple[int, str], int] = {}
+        keys: list[bytes] = []
+        order: list[float] = []
+        for row in rows:
+            keys.append(row["session_key"])
+            if settings.strategy is Strategy.SMALLEST_FIRST:
+                order.append(
+                    _smallest_first_key(
+                        row["object_size"], row["arrival"], settings.aging_minutes * 60.0
+                    )
+                )
+            else:
+                turn = (row["queue_rank"], row["principal"])
+                rounds[turn] = rounds.get(turn, 0) + 1
+                order.append(float(vts.get(row["queue_rank"], 0) + rounds[turn]))
+        async with conn.transaction():
+            await conn.execute(sql.REKEY_WAITING, keys, order)
+            await conn.execute("DELETE FROM principal_round")
+            if rounds:
+                await conn.executemany(
+                    "INSERT INTO principal_round (queue_rank, principal, last_tag) "
+                    "VALUES ($1, $2, $3)",
+                    [(rank, who, vts.get(rank, 0) + n) for (rank, who), n in rounds.items()],
+                )
+
+    @staticmethod
+    def _per_request_settings(settings: SchedulerSettings) -> SchedulerSettings:
+        """Small objects stay in this process: its own per-request places (R-SESS-3)."""
+        return settings.with_changes(strategy=Strategy.SHARED)
+
+    # ------------------------------------------------------------------ stats
+    async def stats(self) -> SchedulerStats:
+        local = await self._requests.stats()
+        try:
+            async with self._acquire() as conn:
+                rows = await conn.fetch(sql.STATS)
+                counters = await conn.fetchrow(sql.COUNTERS)
+                remaining = await conn.fetch(sql.ACTIVE_FOR_ESTIMATE)
+        except DATABASE_ERRORS as error:
+            self._trouble(error)
+            if self._last_stats is not None:
+                return replace(self._last_stats, closed=self._closed)
+            rows, counters, remaining = [], None, []
+        now = self._clock.wall()
+        counts = [[0, 0, 0] for _ in range(CLASS_COUNT)]
+        oldest: list[float | None] = [None] * CLASS_COUNT
+        for row in rows:
+            counts[row["base_class"]][row["state"]] = row["n"]
+            if row["state"] == _WAITING:
+                oldest[row["base_class"]] = row["oldest"]
+        per_class = {}
+        for rank in range(CLASS_COUNT):
+            since = oldest[rank]
+            per_class[DownloadClass.by_rank(rank)] = ClassStats(
+                waiting=counts[rank][_WAITING],
+                active=counts[rank][_ACTIVE],
+                paused=counts[rank][_PAUSED],
+                oldest_wait_seconds=0.0 if since is None else max(0.0, now - since),
+                bytes_delivered=self._bytes_by_class[rank],
+                wait_seconds=self._wait_histograms[rank].snapshot(),
+            )
+        rejections = dict(local.rejections_total)
+        for reason, count in self._rejections.items():
+            rejections[reason] = rejections.get(reason, 0) + count
+        rate = (
+            self._fleet_rate(None)
+            if counters is None
+            else (counters["fleet_rate"] or self._fleet_rate(None))
+        )
+        waiting_total = sum(count[_WAITING] for count in counts)
+        empty_in: float | None = None
+        if waiting_total:
+            left = sum(
+                max(0, r["object_size"] - (r["start_offset"] or 0) - r["covered"])
+                for r in remaining
+            )
+            waiting_bytes = self._snapshot.waiting_bytes if self._snapshot is not None else 0.0
+            empty_in = (waiting_bytes + left) / rate
+        settings = self._settings
+        stats = SchedulerStats(
+            strategy=settings.strategy.value,
+            admission="per-request" if settings.strategy is Strategy.SHARED else "session",
+            sessions_limit=settings.sessions,
+            per_class=per_class,
+            request_active=local.request_active,
+            request_waiting=local.request_waiting,
+            admitted_total=self._admitted + local.admitted_total,
+            completed_total=0 if counters is None else counters["completed_total"],
+            no_shows_total=0 if counters is None else counters["no_shows_total"],
+            idle_releases_total=0 if counters is None else counters["idle_releases_total"],
+            preemptions_total=0,
+            rejections_total=rejections,
+            estimate_error_seconds=self._estimate_error.snapshot(),
+            last_tick_seconds=self._last_tick_seconds,
+            delivery_rate=rate,
+            queue_empty_in_seconds=empty_in,
+            closed=self._closed,
+        )
+        self._last_stats = stats
+        return stats
+
+    # ------------------------------------------------------------------ lifecycle
+    async def close(self) -> None:
+        self._closed = True
+        await self._requests.close()
+        self._notify()
+
+    async def disconnect(self) -> None:
+        """Leave the fleet and close the pool (after ``close()`` and the last report).
+
+        Leases this process still holds are not freed here: they expire on their own,
+        so a client that moves to another process keeps its slot meanwhile.
+        """
+        if not self._closed:
+            await self.close()
+        with contextlib.suppress(*DATABASE_ERRORS):
+            async with self._acquire() as conn:
+                await conn.execute(sql.RESIGN_LEADERSHIP, self._node)
+                await conn.execute(sql.LEAVE_FLEET, self._node)
+        self._leader_token = None
+        if self._owns_pool and self._pool is not None:
+            await self._pool.close()
+
+    def _trouble(self, error: BaseException) -> None:
+        self._last_trouble = time.monotonic()
+        log.warning("database trouble on node %s: %s", self._node, error)
+
+    def debug_leases(self) -> list[Lease]:
+        """Leases this process knows (tests)."""
+        return list(self._leases)
+
+    def _empty_histogram(self) -> HistogramSnapshot:
+        return Histogram().snapshot()
+
+
+def replace_environment_only(
+    settings: SchedulerSettings, current: SchedulerSettings
+) -> SchedulerSettings:
+    """Keep the fields that size memory at their start-up values (R-SET-1)."""
+    return replace(
+        settings,
+        queue_limit=current.queue_limit,
+        queue_per_principal=current.queue_per_principal,
+        transfer_queue_limit=current.transfer_queue_limit,
+        transfer_queue_per_principal=current.transfer_queue_per_principal,
+        transfer_queue_wait_seconds=current.transfer_queue_wait_seconds,
+        hold_seconds=current.hold_seconds,
+        max_downloads=current.max_downloads,
+    )
+
+
+def _smallest_first_key(size: int, arrival: float, aging_seconds: float) -> float:
+    """As the in-memory fair queue: by size, or by arrival plus a bounded size delay."""
+    if aging_seconds <= 0:
+        return float(size)
+    doublings = math.log2(max(size, _SIZE_UNIT) / _SIZE_UNIT)
+    return arrival + aging_seconds * min(1.0, doublings / 10.0)
+
+
+def _stride_ahead(
+    own: int,
+    rank: int,
+    passes: Sequence[float],
+    lengths: Sequence[int],
+    weights: Sequence[int],
+) -> int:
+    """How many waiters the stride between classes serves before this one."""
+    strides = [1.0 / weight for weight in weights]
+    my_pass = passes[rank] + own * strides[rank]
+    ahead = own
+    for other in range(CLASS_COUNT):
+        if other == rank or not lengths[other]:
+            continue
+        gap = my_pass - passes[other]
+        if gap > 0:
+            turns = math.ceil(gap / strides[other])
+        else:
+            turns = 1 if gap == 0 and other < rank else 0
+        ahead += min(lengths[other], max(0, turns))
+    return int(ahead)

@@ -1,0 +1,414 @@
+"""The SQL of the shared queue, in one place so the protocol can be read as a whole.
+
+Conventions: ``$``-parameters only (never formatted values), unqualified table names
+(each connection's ``search_path`` is the queue's schema), lease times from the
+database clock (``now()``), queue times as fleet seconds passed in by the caller.
+Every statement that changes a slot names the fencing token it expects: a holder with
+an old token changes nothing (R-PG-3). See ADR 0010 for the failure analysis.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+# ----------------------------------------------------------------------------- slots
+
+ENSURE_SLOTS: Final = """
+INSERT INTO download_slot (slot_no)
+SELECT generate_series(0, $1::int - 1)
+ON CONFLICT (slot_no) DO NOTHING
+"""
+
+# One statement, exactly one winner per slot: SKIP LOCKED lets concurrent claims take
+# different free rows instead of queueing on the same one, and only rows below the
+# limit qualify, so the number of held slots can never exceed ``sessions``. Rows below
+# ``reserve`` are for interactive sessions only (R-CLASS-3); interactive sessions take
+# them last. The session update in the same statement keeps state and slot in step;
+# UNIQUE(session_key) makes a second concurrent claim of one session fail.
+CLAIM_SLOT: Final = """
+WITH free AS (
+    SELECT slot_no FROM download_slot
+    WHERE session_key IS NULL AND slot_no < $2 AND ($3 OR slot_no >= $4)
+    ORDER BY (slot_no < $4), slot_no
+    FOR UPDATE SKIP LOCKED
+    LIMIT 1
+), claimed AS (
+    UPDATE download_slot AS s
+    SET session_key = $1, lease_token = nextval('lease_token_seq'), holder_node = $5,
+        lease_expires_at = now() + make_interval(secs => $6), claimed_at = now()
+    FROM free WHERE s.slot_no = free.slot_no
+    RETURNING s.slot_no, s.lease_token,
+              extract(epoch FROM s.lease_expires_at - now())::float8 AS lease_left
+), activated AS (
+    UPDATE download_session AS d
+    SET state = 1, marked = false, mark_backup = false, slot_since = $7,
+        last_activity = $7, interrupted = false
+    FROM claimed WHERE d.session_key = $1
+    RETURNING d.queue_rank, d.order_key, d.waiting_since, d.first_estimate
+)
+SELECT claimed.slot_no, claimed.lease_token, claimed.lease_left,
+       activated.queue_rank, activated.order_key, activated.waiting_since,
+       activated.first_estimate
+FROM claimed, activated
+"""
+
+ADVANCE_ROUND: Final = """
+UPDATE class_state
+SET virtual_time = greatest(virtual_time, $2::bigint), pass = pass + $3
+WHERE queue_rank = $1
+"""
+
+# Taking over the renewal of a valid lease another process (or nobody) renews: the
+# session's client now talks to this process. Fenced and only while still valid.
+TAKE_OVER_LEASE: Final = """
+UPDATE download_slot
+SET holder_node = $3, lease_expires_at = now() + make_interval(secs => $4)
+WHERE session_key = $1 AND lease_token = $2 AND lease_expires_at > now()
+RETURNING extract(epoch FROM lease_expires_at - now())::float8 AS lease_left
+"""
+
+RENEW_LEASES: Final = """
+UPDATE download_slot AS s
+SET lease_expires_at = now() + make_interval(secs => $3)
+FROM unnest($1::int[], $2::bigint[]) AS held(slot_no, token)
+WHERE s.slot_no = held.slot_no AND s.lease_token = held.token AND s.holder_node = $4
+  AND s.lease_expires_at > now()
+RETURNING s.slot_no, s.lease_token,
+          extract(epoch FROM s.lease_expires_at - now())::float8 AS lease_left
+"""
+
+RELEASE_SLOT: Final = """
+UPDATE download_slot
+SET session_key = NULL, holder_node = NULL, lease_expires_at = NULL, claimed_at = NULL
+WHERE slot_no = $1 AND lease_token = $2 AND session_key = $3
+RETURNING slot_no
+"""
+
+# ----------------------------------------------------------------------------- sessions
+
+SESSION_WITH_LEASE: Final = """
+SELECT d.state, d.marked, d.mark_backup, d.base_class, d.queue_rank, d.arrival,
+       d.arrival_wall_ms, d.object_size, d.principal,
+       s.slot_no, s.lease_token,
+       extract(epoch FROM s.lease_expires_at - now())::float8 AS lease_left
+FROM download_session AS d
+LEFT JOIN download_slot AS s ON s.session_key = d.session_key
+WHERE d.session_key = $1
+"""
+
+PRINCIPAL_SESSIONS: Final = "SELECT count(*) FROM download_session WHERE principal = $1"
+
+OTHERS_WAITING: Final = """
+SELECT EXISTS (SELECT 1 FROM download_session WHERE state = 0 AND session_key <> $1)
+"""
+
+# The round-robin turn of a principal's next waiter in a class: k rounds after the
+# current one for its k-th waiter; an old arrival (ticket, pause) re-enters the
+# current round and is ordered by its arrival within it.
+NEXT_TAG: Final = """
+INSERT INTO principal_round AS p (queue_rank, principal, last_tag)
+VALUES ($1, $2, (SELECT virtual_time FROM class_state WHERE queue_rank = $1) + 1)
+ON CONFLICT (queue_rank, principal) DO UPDATE
+SET last_tag = CASE WHEN $3
+    THEN greatest(p.last_tag, (SELECT virtual_time FROM class_state WHERE queue_rank = $1) + 1)
+    ELSE greatest(p.last_tag, (SELECT virtual_time FROM class_state WHERE queue_rank = $1)) + 1
+END
+RETURNING CASE WHEN $3
+    THEN (SELECT virtual_time FROM class_state WHERE queue_rank = $1) + 1
+    ELSE last_tag END
+"""
+
+INSERT_SESSION: Final = """
+INSERT INTO download_session (
+    session_key, principal, base_class, queue_rank, has_id, object_size, state,
+    arrival, arrival_wall_ms, order_key, aging_since, promote_at, waiting_since,
+    check_at, no_show_at, last_activity)
+VALUES ($1, $2, $3, $3, $4, $5, 0, $6, $7, $8, $9, $10, $9, $11, $12, $9)
+ON CONFLICT (session_key) DO NOTHING
+RETURNING seq
+"""
+
+RESUME_PAUSED: Final = """
+UPDATE download_session
+SET state = 0, queue_rank = base_class, order_key = $2, aging_since = $3, promote_at = $4,
+    waiting_since = $3, check_at = $5, no_show_at = $6, marked = false, mark_backup = false,
+    paused_until = NULL
+WHERE session_key = $1 AND state = 2
+"""
+
+# Everything a queued answer needs, in one round trip: the waiters ahead in the
+# session's own class (an index range), and the class lengths for the stride estimate.
+POSITION: Final = """
+SELECT d.queue_rank, d.marked,
+       (SELECT count(*) FROM download_session AS w
+        WHERE w.state = 0 AND w.queue_rank = d.queue_rank
+          AND (w.order_key, w.arrival, w.seq) < (d.order_key, d.arrival, d.seq)) AS own_ahead,
+       d.first_estimate
+FROM download_session AS d
+WHERE d.session_key = $1 AND d.state = 0
+"""
+
+# What gateways need for estimates: one row the leader refreshes every tick, plus the
+# slot table (at most ``sessions`` rows). Never a scan of the waiting sessions.
+QUEUE_SNAPSHOT: Final = """
+SELECT q.last_release, q.free_at_mark, q.finish_table, q.finish_table_at, q.fleet_rate,
+       q.class_lengths, q.waiting_bytes, q.session_count,
+       (SELECT array_agg(pass ORDER BY queue_rank) FROM class_state) AS passes,
+       (SELECT count(*) FROM download_slot WHERE session_key IS NOT NULL) AS active,
+       (SELECT count(*) FROM download_slot AS s JOIN download_session AS d
+            ON d.session_key = s.session_key WHERE d.base_class = 0) AS active_interactive
+FROM queue_state AS q
+"""
+
+QUEUE_SHAPE: Final = """
+SELECT queue_rank, count(*) AS n, coalesce(sum(object_size), 0)::float8 AS bytes
+FROM download_session WHERE state = 0 GROUP BY queue_rank
+"""
+
+# A class that had nobody waiting must not bank credit for the idle time (as in
+# memory): its pass catches up with the slowest class that has waiters.
+CATCH_UP_IDLE_CLASSES: Final = """
+UPDATE class_state
+SET pass = greatest(pass, coalesce(
+    (SELECT min(pass) FROM class_state WHERE NOT (queue_rank = ANY($1::smallint[]))),
+    (SELECT max(pass) FROM class_state)))
+WHERE queue_rank = ANY($1::smallint[])
+"""
+
+STORE_SHAPE: Final = """
+UPDATE queue_state SET class_lengths = $1, waiting_bytes = $2,
+    session_count = (SELECT count(*) FROM download_session)
+"""
+
+RECORD_CHECK: Final = """
+UPDATE download_session
+SET check_at = $2, no_show_at = $3, first_estimate = coalesce(first_estimate, $4)
+WHERE session_key = $1 AND state = 0
+"""
+
+# Delivery of one range, fenced: nothing changes unless the lease named by the grant is
+# still the session's. The start of the download is decided as in memory (R-SESS-8).
+RECORD_DELIVERY: Final = """
+WITH lease AS (
+    SELECT slot_no FROM download_slot WHERE session_key = $1 AND lease_token = $2
+)
+UPDATE download_session AS d
+SET delivered = d.delivered + int8multirange(int8range($3, $4)),
+    start_offset = CASE WHEN $5 AND (
+            NOT $6 OR isempty(d.delivered) OR upper(d.delivered) < d.object_size
+            OR $4 < (SELECT max(lower(r)) FROM unnest(d.delivered) AS r) OR $3 = 0)
+        THEN least(coalesce(d.start_offset, $3), $3)
+        ELSE d.start_offset END,
+    last_activity = $7, interrupted = false
+FROM lease
+WHERE d.session_key = $1
+RETURNING lease.slot_no,
+    d.start_offset IS NOT NULL
+        AND d.delivered @> int8range(d.start_offset, d.object_size) AS complete
+"""
+
+RECORD_INTERRUPTION: Final = """
+UPDATE download_session AS d
+SET last_activity = $3, interrupted = d.interrupted OR $4
+FROM download_slot AS s
+WHERE d.session_key = $1 AND s.session_key = $1 AND s.lease_token = $2
+"""
+
+DELETE_SESSION: Final = "DELETE FROM download_session WHERE session_key = $1"
+
+COUNT_COMPLETION: Final = """
+UPDATE queue_state SET completed_total = completed_total + 1, last_release = $1
+"""
+
+TOUCH_SESSIONS: Final = """
+UPDATE download_session SET last_activity = greatest(last_activity, $2)
+WHERE session_key = ANY($1::bytea[]) AND state = 1
+"""
+
+# ----------------------------------------------------------------------------- fleet
+
+HEARTBEAT: Final = """
+INSERT INTO fleet_node (node_id, rate) VALUES ($1, $2)
+ON CONFLICT (node_id) DO UPDATE SET heartbeat_at = now(), rate = excluded.rate
+"""
+
+LEAVE_FLEET: Final = "DELETE FROM fleet_node WHERE node_id = $1"
+
+# Leadership is a lease too: kept by renewing, taken over only once expired; the token
+# grows with every change of leader, so a paused former leader is fenced out.
+TAKE_LEADERSHIP: Final = """
+UPDATE queue_leader
+SET token = CASE WHEN node_id = $1 THEN token ELSE token + 1 END,
+    node_id = $1, expires_at = now() + make_interval(secs => $2)
+WHERE node_id = $1 OR expires_at IS NULL OR expires_at < now()
+RETURNING token
+"""
+
+RESIGN_LEADERSHIP: Final = """
+UPDATE queue_leader SET expires_at = now() WHERE node_id = $1
+"""
+
+# Taken inside the leader's transaction: only the current leader's work commits.
+CONFIRM_LEADERSHIP: Final = """
+SELECT 1 FROM queue_leader
+WHERE node_id = $1 AND token = $2 AND expires_at > now()
+FOR UPDATE
+"""
+
+# Dead holders: a lease is freed only after it expired AND its holder stopped beating
+# for a lease period (never before the TTL; a slow renew of a live node is not death).
+REAP_EXPIRED: Final = """
+WITH dead AS (
+    SELECT s.slot_no FROM download_slot AS s
+    LEFT JOIN fleet_node AS n ON n.node_id = s.holder_node
+    WHERE s.session_key IS NOT NULL AND s.lease_expires_at < now()
+      AND (n.node_id IS NULL OR n.heartbeat_at < now() - make_interval(secs => $1))
+    FOR UPDATE OF s SKIP LOCKED
+), freed AS (
+    UPDATE download_slot AS s
+    SET session_key = NULL, holder_node = NULL, lease_expires_at = NULL, claimed_at = NULL
+    FROM dead WHERE s.slot_no = dead.slot_no
+    RETURNING 1
+)
+SELECT count(*) FROM freed
+"""
+
+# Reaped/idle sessions keep their arrival and delivered ranges for ten minutes.
+PAUSE_ORPHANS: Final = """
+WITH orphans AS (
+    UPDATE download_session AS d
+    SET state = 2, paused_until = $1, marked = false
+    WHERE d.state = 1
+      AND NOT EXISTS (SELECT 1 FROM download_slot AS s WHERE s.session_key = d.session_key)
+    RETURNING 1
+)
+SELECT count(*) FROM orphans
+"""
+
+IDLE_SESSIONS: Final = """
+SELECT d.session_key, s.slot_no, s.lease_token
+FROM download_session AS d
+JOIN download_slot AS s ON s.session_key = d.session_key
+LEFT JOIN fleet_node AS n ON n.node_id = s.holder_node
+WHERE d.state = 1
+  AND d.last_activity < $1::float8 - CASE WHEN d.start_offset IS NULL OR d.interrupted
+                                          THEN $2::float8 ELSE $3::float8 END
+  AND NOT (d.session_key = ANY($4::bytea[]))
+  AND (s.holder_node = $5 OR n.heartbeat_at >= now() - make_interval(secs => $6::float8))
+"""
+
+EXPIRE_NO_SHOWS: Final = """
+WITH gone AS (
+    DELETE FROM download_session WHERE state = 0 AND no_show_at < $1 RETURNING 1
+)
+SELECT count(*) FROM gone
+"""
+
+EXPIRE_PAUSED: Final = """
+WITH gone AS (
+    DELETE FROM download_session WHERE state = 2 AND paused_until < $1 RETURNING 1
+)
+SELECT count(*) FROM gone
+"""
+
+FORGET_OLD_ROUNDS: Final = """
+DELETE FROM principal_round AS p
+USING class_state AS c
+WHERE c.queue_rank = p.queue_rank AND p.last_tag <= c.virtual_time
+  AND NOT EXISTS (SELECT 1 FROM download_session AS d
+                  WHERE d.state = 0 AND d.queue_rank = p.queue_rank
+                    AND d.principal = p.principal)
+"""
+
+# Aging (R-CLASS-2): one class up, never above release; the waiter joins the next
+# round of its new class.
+PROMOTE_AGED: Final = """
+WITH aged AS (
+    SELECT session_key FROM download_session
+    WHERE state = 0 AND promote_at <= $1
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE download_session AS d
+SET queue_rank = d.queue_rank - 1,
+    order_key = (SELECT virtual_time + 1 FROM class_state WHERE queue_rank = d.queue_rank - 1),
+    promote_at = CASE WHEN d.queue_rank - 1 > 1 THEN d.promote_at + $2 ELSE NULL END
+FROM aged WHERE d.session_key = aged.session_key
+RETURNING 1
+"""
+
+ACTIVE_FOR_ESTIMATE: Final = """
+SELECT d.base_class, d.principal, d.object_size, d.start_offset,
+       coalesce((SELECT sum(upper(r) - lower(r))
+                 FROM unnest(d.delivered * int8multirange(
+                     int8range(coalesce(d.start_offset, 0), d.object_size))) AS r), 0)::bigint
+           AS covered
+FROM download_slot AS s JOIN download_session AS d ON d.session_key = s.session_key
+"""
+
+FLEET_RATE: Final = """
+SELECT coalesce(sum(rate), 0)::float8 FROM fleet_node
+WHERE heartbeat_at >= now() - make_interval(secs => $1)
+"""
+
+STORE_ESTIMATES: Final = """
+UPDATE queue_state SET finish_table = $1, finish_table_at = $2, fleet_rate = $3,
+    free_at_mark = $4
+"""
+
+CLEAR_MARKS: Final = "UPDATE download_session SET marked = false, mark_backup = false WHERE marked"
+
+HEADS_OF_CLASS: Final = """
+SELECT session_key, principal, base_class
+FROM download_session
+WHERE state = 0 AND queue_rank = $1
+ORDER BY order_key, arrival, seq
+LIMIT $2
+"""
+
+ACTIVE_BY_PRINCIPAL: Final = """
+SELECT d.principal, count(*) FROM download_slot AS s
+JOIN download_session AS d ON d.session_key = s.session_key
+GROUP BY d.principal
+"""
+
+UNDER_SHARE_WAITING: Final = """
+SELECT EXISTS (SELECT 1 FROM download_session
+               WHERE state = 0 AND NOT (principal = ANY($1::text[])))
+"""
+
+SET_MARKS: Final = """
+UPDATE download_session AS d SET marked = true, mark_backup = m.backup
+FROM unnest($1::bytea[], $2::bool[]) AS m(session_key, backup)
+WHERE d.session_key = m.session_key AND d.state = 0
+"""
+
+REKEY_WAITING: Final = """
+UPDATE download_session AS d SET order_key = k.order_key
+FROM unnest($1::bytea[], $2::float8[]) AS k(session_key, order_key)
+WHERE d.session_key = k.session_key AND d.state = 0
+"""
+
+WAITING_FOR_REKEY: Final = """
+SELECT session_key, principal, queue_rank, object_size, arrival
+FROM download_session WHERE state = 0 ORDER BY arrival, seq
+"""
+
+COUNT_EXPIRIES: Final = """
+UPDATE queue_state SET no_shows_total = no_shows_total + $1,
+    idle_releases_total = idle_releases_total + $2, reaped_total = reaped_total + $3,
+    last_release = CASE WHEN $2 + $3 > 0 THEN $4 ELSE last_release END
+"""
+
+# ----------------------------------------------------------------------------- stats
+
+STATS: Final = """
+SELECT d.base_class, d.state, count(*) AS n, min(d.waiting_since) AS oldest
+FROM download_session AS d
+GROUP BY d.base_class, d.state
+"""
+
+COUNTERS: Final = """
+SELECT completed_total, no_shows_total, idle_releases_total, reaped_total, fleet_rate,
+       finish_table
+FROM queue_state
+"""
