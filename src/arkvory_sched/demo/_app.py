@@ -152,6 +152,7 @@ def build_app(
     database_url: str | None = None,
     schema: str = DEFAULT_SCHEMA,
     writer: bool = True,
+    lease_seconds: float = 10.0,
 ) -> Starlette:
     """The demo server for the files under ``root``.
 
@@ -176,6 +177,7 @@ def build_app(
                 settings=settings,
                 ticket_keys=[ticket_key] if ticket_key is not None else None,
                 writer=writer,
+                lease_seconds=lease_seconds,
             )
         else:
             key = ticket_key if ticket_key is not None else load_ticket_key(root)

@@ -256,6 +256,13 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"PostgreSQL schema of the shared queue (default {DEFAULT_SCHEMA})",
     )
     serve.add_argument(
+        "--lease-seconds",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="with --dsn: how long a slot lease lasts without renewal (default 10)",
+    )
+    serve.add_argument(
         "--gateway",
         action="store_true",
         help="with --dsn: a read gateway, which neither migrates nor creates the ticket key",
@@ -354,6 +361,7 @@ def _serve(args: argparse.Namespace) -> int:
             database_url=args.dsn,
             schema=args.schema,
             writer=not args.gateway,
+            lease_seconds=args.lease_seconds,
         )
     except SettingsError as error:  # ConfigurationError names the variable
         return _fail(str(error))

@@ -110,8 +110,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError) as error:
         print(f"{PROG}: {where(dsn)}: {_one_line(error)}", file=stderr)
         return EXIT_FAILED
-    for version in applied:
-        print(f"applied {version}")
     if not applied:
         print(f"up to date (schema {schema})")
     return EXIT_OK
@@ -125,9 +123,13 @@ async def _migrate(dsn: str, schema: str) -> list[str]:
     except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as error:
         raise _ConnectError(f"cannot connect to {where(dsn)}: {_one_line(error)}") from None
     try:
-        return await apply_migrations(connection, schema=schema)
+        return await apply_migrations(connection, schema=schema, on_applied=_report)
     finally:
         await connection.close()
+
+
+def _report(version: str) -> None:
+    print(f"applied {version}", flush=True)
 
 
 def _dsn_problem(dsn: str) -> str | None:

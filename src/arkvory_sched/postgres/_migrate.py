@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from typing import Final
@@ -139,11 +139,16 @@ _SCHEMA_COMMENT: Final = (
 
 
 async def apply_migrations(
-    target: str | asyncpg.Connection, *, schema: str = DEFAULT_SCHEMA
+    target: str | asyncpg.Connection,
+    *,
+    schema: str = DEFAULT_SCHEMA,
+    on_applied: Callable[[str], None] | None = None,
 ) -> list[str]:
     """Bring ``schema`` up to date; return the versions applied now (``[]``: up to date).
 
     ``target`` is a DSN (a connection is opened and closed here) or an open connection.
+    ``on_applied`` hears each version as it commits, so that a log shows what was
+    applied even when a later migration fails.
     With a connection that is already inside a transaction, the advisory lock is held
     until that outer transaction ends; pass a connection in autocommit state to let
     other runners proceed as soon as each migration commits.
@@ -153,10 +158,10 @@ async def apply_migrations(
     if isinstance(target, str):
         connection = await asyncpg.connect(target)
         try:
-            return await _apply(connection, schema, migrations)
+            return await _apply(connection, schema, migrations, on_applied)
         finally:
             await connection.close()
-    return await _apply(target, schema, migrations)
+    return await _apply(target, schema, migrations, on_applied)
 
 
 async def pending_migrations(
@@ -187,7 +192,10 @@ async def _applied_versions(connection: asyncpg.Connection, schema: str) -> set[
 
 
 async def _apply(
-    connection: asyncpg.Connection, schema: str, migrations: Sequence[Migration]
+    connection: asyncpg.Connection,
+    schema: str,
+    migrations: Sequence[Migration],
+    on_applied: Callable[[str], None] | None = None,
 ) -> list[str]:
     quoted = quote_schema(schema)
     lock = _lock_key(schema)
@@ -230,4 +238,6 @@ async def _apply(
                 migration.version,
             )
         done.append(migration.version)
+        if on_applied is not None:
+            on_applied(migration.version)
     return done

@@ -301,8 +301,8 @@ class PostgresScheduler(DownloadScheduler):
             assert self._dsn is not None
             await apply_migrations(self._dsn, schema=self._schema)
             self._migrated = True
-        await self._read_ticket_key()
-        await self._refresh_settings()
+        await self.refresh_ticket_key()
+        await self.refresh_settings()
         async with self._acquire() as conn:
             await conn.execute(sql.ENSURE_SLOTS, self._settings.sessions)
             await conn.execute(sql.HEARTBEAT, self._node, 0.0)
@@ -848,9 +848,9 @@ class PostgresScheduler(DownloadScheduler):
                 await conn.execute(sql.TOUCH_SESSIONS, in_flight, self._clock.wall())
             await self._renew_leases(conn)
         if real >= self._next_settings_read:
-            await self._refresh_settings()
+            await self.refresh_settings()
         if self._signer is None and real >= self._next_key_read:
-            await self._read_ticket_key()
+            await self.refresh_ticket_key()
 
     async def _renew_leases(self, conn: asyncpg.Connection) -> None:
         held = self._leases.held()
@@ -1022,8 +1022,12 @@ class PostgresScheduler(DownloadScheduler):
         return len(keys)
 
     # ------------------------------------------------------------------ settings
-    async def _refresh_settings(self) -> None:
-        """R-SET-3: read the stored record; apply only a newer revision."""
+    async def refresh_settings(self) -> bool:
+        """R-SET-3: read the stored record; apply it only if its revision is newer.
+
+        Runs at start and every 10 s from ``tick``; an API that just saved a change
+        calls it to apply at once. Returns whether new settings were applied.
+        """
         self._next_settings_read = time.monotonic() + SETTINGS_REFRESH_SECONDS
         if self._store is None:
             self._store = SettingsStore(
@@ -1031,15 +1035,25 @@ class PostgresScheduler(DownloadScheduler):
             )
         stored = await self._store.read()
         if stored.revision <= self._applied_revision:
-            return
+            return False
         settings, problems = apply_stored(self._environment, stored.fields)
         self.settings_problems = problems
         for problem in problems:
             log.warning("stored settings: %s", problem)
         self._applied_revision = stored.revision
         await self.configure(settings)
+        return True
 
-    async def _read_ticket_key(self) -> None:
+    @property
+    def settings_revision(self) -> int:
+        """The revision of the stored settings in force (0: the environment's)."""
+        return self._applied_revision
+
+    async def refresh_ticket_key(self) -> None:
+        """Read (writers: create) the ticket key (R-TICKET-4).
+
+        A gateway without a key works without tickets and tries again every 30 s.
+        """
         if self._explicit_keys:
             return
         self._next_key_read = time.monotonic() + TICKET_KEY_RETRY_SECONDS

@@ -36,6 +36,7 @@ __all__ = [
     "SettingsStore",
     "StoredSettings",
     "apply_stored",
+    "validate_fields",
 ]
 
 _CAMEL_OF: Final[Mapping[str, str]] = MappingProxyType(

@@ -67,12 +67,13 @@ WHERE session_key = $1 AND lease_token = $2 AND lease_expires_at > now()
 RETURNING extract(epoch FROM lease_expires_at - now())::float8 AS lease_left
 """
 
+# A holder may renew a lease that ran out while the database was slow, as long as its
+# token is still the slot's: nobody else has been granted the slot meanwhile.
 RENEW_LEASES: Final = """
 UPDATE download_slot AS s
 SET lease_expires_at = now() + make_interval(secs => $3)
 FROM unnest($1::int[], $2::bigint[]) AS held(slot_no, token)
 WHERE s.slot_no = held.slot_no AND s.lease_token = held.token AND s.holder_node = $4
-  AND s.lease_expires_at > now()
 RETURNING s.slot_no, s.lease_token,
           extract(epoch FROM s.lease_expires_at - now())::float8 AS lease_left
 """

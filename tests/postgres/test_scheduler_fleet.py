@@ -1,0 +1,303 @@
+"""``PostgresScheduler`` instances sharing one schema, as processes of one fleet would.
+
+Each scheduler here has its own pool, node id and lease cache, exactly like a separate
+process; only the event loop is shared, which lets a test line up races precisely.
+Leases are aged by moving ``lease_expires_at``/``heartbeat_at`` back in the database —
+the only clock leases use — instead of sleeping.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+import anyio
+import asyncpg
+import pytest
+
+from arkvory_sched import (
+    Admitted,
+    ByteRange,
+    Delivered,
+    DownloadRequest,
+    Interrupted,
+    PrincipalKind,
+    Queued,
+    RangeKind,
+    Rejected,
+    RejectReason,
+    SchedulerSettings,
+)
+from arkvory_sched.postgres import PostgresScheduler, SettingsStore
+
+pytestmark = pytest.mark.anyio
+
+MIB = 1024 * 1024
+SIZE = 40 * MIB
+RANGE = 8 * MIB
+
+Connect = Callable[..., Awaitable[PostgresScheduler]]
+
+
+def settings(**changes: object) -> SchedulerSettings:
+    base = SchedulerSettings(
+        sessions=2, reserve=0, per_principal=2, ranges_per_session=2, idle_seconds=30.0
+    )
+    return base.with_changes(**changes) if changes else base
+
+
+def download(
+    principal: str, download_id: str, byte_range: ByteRange | None = None
+) -> DownloadRequest:
+    return DownloadRequest(
+        principal=principal,
+        principal_kind=PrincipalKind.SERVICE,
+        object_id="releases/big.iso",
+        object_size=SIZE,
+        byte_range=byte_range,
+        download_id=download_id,
+        client_address="192.0.2.1",
+    )
+
+
+def chunk(index: int) -> ByteRange:
+    return ByteRange(index * RANGE, (index + 1) * RANGE, RangeKind.BOUNDED)
+
+
+@pytest.fixture
+async def connect(database_url: str, schema: str) -> AsyncIterator[Connect]:
+    made: list[PostgresScheduler] = []
+
+    async def make(**options: object) -> PostgresScheduler:
+        options.setdefault("settings", settings())
+        scheduler = await PostgresScheduler.connect(
+            database_url,
+            schema=schema,
+            migrate=False,
+            pool_size=4,
+            **options,  # type: ignore[arg-type]
+        )
+        made.append(scheduler)
+        return scheduler
+
+    yield make
+    for scheduler in made:
+        await scheduler.disconnect()
+
+
+@pytest.fixture
+async def db(database_url: str, schema: str) -> AsyncIterator[asyncpg.Connection]:
+    connection = await asyncpg.connect(database_url, server_settings={"search_path": schema})
+    try:
+        yield connection
+    finally:
+        await connection.close()
+
+
+async def active_slots(db: asyncpg.Connection) -> int:
+    count: int = await db.fetchval(
+        "SELECT count(*) FROM download_slot WHERE session_key IS NOT NULL"
+    )
+    return count
+
+
+async def test_concurrent_admissions_from_two_processes_never_exceed_the_limit(
+    connect: Connect, db: asyncpg.Connection
+) -> None:
+    first = await connect(node_id="node-a")
+    second = await connect(node_id="node-b")
+    decisions: list[object] = []
+
+    async def ask(scheduler: PostgresScheduler, n: int) -> None:
+        decisions.append(await scheduler.admit(download(f"agent-{n}", f"dl-{n}")))
+
+    async with anyio.create_task_group() as group:
+        for n in range(40):
+            group.start_soon(ask, first if n % 2 else second, n)
+    admitted = [d for d in decisions if isinstance(d, Admitted)]
+    queued = [d for d in decisions if isinstance(d, Queued)]
+    assert len(admitted) <= 2, f"{len(admitted)} sessions admitted for 2 slots"
+    assert len(admitted) + len(queued) + sum(isinstance(d, Rejected) for d in decisions) == 40
+    assert await active_slots(db) == len(admitted)
+    keys = await db.fetchval(
+        "SELECT count(DISTINCT session_key) FROM download_slot WHERE session_key IS NOT NULL"
+    )
+    assert keys == len(admitted)
+
+
+async def test_a_range_of_a_session_may_be_served_by_any_process(
+    connect: Connect, db: asyncpg.Connection
+) -> None:
+    first = await connect(node_id="node-a")
+    second = await connect(node_id="node-b")
+    opened = await first.admit(download("ci", "dl-1", chunk(0)))
+    assert isinstance(opened, Admitted)
+    await first.report(opened.grant, Delivered(chunk(0)))
+    for index in range(1, 5):
+        serving = second if index % 2 else first
+        decision = await serving.admit(download("ci", "dl-1", chunk(index)))
+        assert isinstance(decision, Admitted), (index, decision)
+        assert decision.admission == "session"
+        await serving.report(decision.grant, Delivered(chunk(index)))
+    assert await active_slots(db) == 0, "the last range completed the session"
+    assert (await first.stats()).completed_total == 1
+
+
+async def test_a_holder_with_an_old_token_changes_nothing(
+    connect: Connect, db: asyncpg.Connection
+) -> None:
+    zombie = await connect(node_id="zombie", settings=settings(sessions=1))
+    peer = await connect(node_id="peer", settings=settings(sessions=1))
+    stale = await zombie.admit(download("ci", "dl-old", chunk(0)))
+    assert isinstance(stale, Admitted)
+    # The zombie pauses past its lease: it stops renewing and beating.
+    await db.execute(
+        "UPDATE download_slot SET lease_expires_at = now() - interval '1 second' "
+        "WHERE session_key IS NOT NULL"
+    )
+    await db.execute(
+        "UPDATE fleet_node SET heartbeat_at = now() - interval '1 hour' WHERE node_id = 'zombie'"
+    )
+    await db.execute("UPDATE queue_leader SET expires_at = now() - interval '1 second'")
+    await peer.tick()
+    assert peer.is_leader
+    peer._leader_since -= 3600  # led for long enough to judge holders  # noqa: SLF001
+    await peer.tick()
+    assert await active_slots(db) == 0, "the dead holder's lease was reaped"
+    fresh = await peer.admit(download("ann", "dl-new"))
+    assert isinstance(fresh, Admitted)
+    before = await db.fetchrow("SELECT session_key, lease_token, holder_node FROM download_slot")
+
+    # The zombie wakes up: delivery, completion, renewal and release are all fenced.
+    await zombie.report(stale.grant, Delivered(ByteRange(0, SIZE, RangeKind.FULL)))
+    await zombie.tick()
+    after = await db.fetchrow("SELECT session_key, lease_token, holder_node FROM download_slot")
+    assert after == before
+    paused = await db.fetchrow(
+        "SELECT state, isempty(delivered) AS empty FROM download_session WHERE principal = 'ci'"
+    )
+    assert paused is not None and paused["state"] == 2 and paused["empty"], dict(paused or {})
+    assert not [lease for lease in zombie.debug_leases() if lease.held]
+    await peer.report(fresh.grant, Interrupted())
+
+
+async def test_a_new_leader_frees_nothing_a_live_peer_holds(
+    connect: Connect, db: asyncpg.Connection
+) -> None:
+    holder = await connect(node_id="holder")
+    newcomer = await connect(node_id="newcomer")
+    decision = await holder.admit(download("ci", "dl-1"))
+    assert isinstance(decision, Admitted)
+    # A slow database let the lease run out, but the holder still beats.
+    await db.execute(
+        "UPDATE download_slot SET lease_expires_at = now() - interval '1 second' "
+        "WHERE session_key IS NOT NULL"
+    )
+    await db.execute("UPDATE queue_leader SET expires_at = now() - interval '1 second'")
+    await newcomer.tick()
+    assert newcomer.is_leader
+    newcomer._leader_since -= 3600  # noqa: SLF001
+    await newcomer.tick()
+    assert await active_slots(db) == 1, "a live holder's lease was freed"
+    # Its next renewal brings the lease back.
+    holder._next_heartbeat = 0.0  # noqa: SLF001
+    await holder.tick()
+    left = await db.fetchval(
+        "SELECT extract(epoch FROM lease_expires_at - now()) FROM download_slot "
+        "WHERE session_key IS NOT NULL"
+    )
+    assert left > 5
+    await holder.report(decision.grant, Interrupted())
+
+
+async def test_leadership_moves_when_the_leader_stops(
+    connect: Connect, db: asyncpg.Connection
+) -> None:
+    first = await connect(node_id="first")
+    second = await connect(node_id="second")
+    await first.tick()
+    await second.tick()
+    assert first.is_leader and not second.is_leader
+    old_token = await db.fetchval("SELECT token FROM queue_leader")
+    await db.execute("UPDATE queue_leader SET expires_at = now() - interval '1 second'")
+    await second.tick()
+    assert second.is_leader
+    assert await db.fetchval("SELECT token FROM queue_leader") == old_token + 1
+    await first.tick()  # the old leader comes back: it is fenced out and follows
+    assert not first.is_leader
+    assert await db.fetchval("SELECT node_id FROM queue_leader") == "second"
+
+
+async def test_database_trouble_answers_busy_and_active_sessions_continue(
+    connect: Connect,
+) -> None:
+    scheduler = await connect(node_id="node-a")
+    active = await scheduler.admit(download("ci", "dl-1", chunk(0)))
+    assert isinstance(active, Admitted)
+    pool = scheduler._pool  # noqa: SLF001
+    assert pool is not None
+    pool.terminate()  # every connection gone at once, like a database restart
+    newcomer = await scheduler.admit(download("ann", "dl-2"))
+    assert isinstance(newcomer, Rejected)
+    assert newcomer.reason is RejectReason.STORAGE_UNAVAILABLE
+    assert newcomer.retry_after >= 1
+    follow_up = await scheduler.admit(download("ci", "dl-1", chunk(1)))
+    assert isinstance(follow_up, Admitted), "a valid lease keeps serving without the database"
+    await scheduler.report(follow_up.grant, Delivered(chunk(1)))  # recorded nowhere, no error
+    report = await scheduler.tick()
+    assert report.duration >= 0
+    stats = await scheduler.stats()
+    assert stats.rejections_total[RejectReason.STORAGE_UNAVAILABLE] == 1
+
+
+async def test_unreachable_database_at_start_does_not_stop_the_process() -> None:
+    scheduler = await PostgresScheduler.connect(
+        "postgresql://postgres@127.0.0.1:9/none", settings=settings(), migrate=False
+    )
+    try:
+        decision = await scheduler.admit(download("ci", "dl-1"))
+        assert isinstance(decision, Rejected)
+        assert decision.reason is RejectReason.STORAGE_UNAVAILABLE
+        await scheduler.tick()
+    finally:
+        await scheduler.disconnect()
+
+
+async def test_stored_settings_apply_only_when_newer(
+    connect: Connect, database_url: str, schema: str
+) -> None:
+    scheduler = await connect(node_id="node-a")
+    assert scheduler.settings.sessions == 2
+    pool = await asyncpg.create_pool(database_url, min_size=1, max_size=2)
+    try:
+        store = SettingsStore(pool, environment=settings(), schema=schema)
+        saved = await store.compare_and_set({"sessions": 5}, expected_revision=0, updated_by="ops")
+        assert await scheduler.refresh_settings()
+        assert scheduler.settings.sessions == 5
+        assert scheduler.settings_revision == saved.revision
+        assert not await scheduler.refresh_settings(), "the same revision is not applied twice"
+        await store.compare_and_set({}, expected_revision=saved.revision, updated_by="ops")
+        assert await scheduler.refresh_settings()
+        assert scheduler.settings.sessions == 2, "{} returns to the environment"
+    finally:
+        await pool.close()
+
+
+async def test_a_gateway_without_the_key_works_without_tickets_until_it_appears(
+    connect: Connect,
+) -> None:
+    gateway = await connect(node_id="gateway", writer=False, settings=settings(sessions=1))
+    holder = await gateway.admit(download("ci", "dl-1"))
+    assert isinstance(holder, Admitted)
+    assert holder.ticket is None
+    assert not gateway.ticket_signing
+    writer = await connect(node_id="writer", settings=settings(sessions=1))
+    assert writer.ticket_signing
+    await gateway.refresh_ticket_key()
+    queued = await gateway.admit(download("ann", "dl-2"))
+    assert isinstance(queued, Queued)
+    assert queued.ticket is not None
+    again = await writer.admit(download("ann", "dl-2", None))
+    assert isinstance(again, Queued)
+    assert again.ticket is not None
+    assert again.ticket.split(".")[1] == queued.ticket.split(".")[1], "same arrival on both"
+    await gateway.report(holder.grant, Interrupted())
