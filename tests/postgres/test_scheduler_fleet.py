@@ -160,7 +160,7 @@ async def test_a_holder_with_an_old_token_changes_nothing(
     await db.execute("UPDATE queue_leader SET expires_at = now() - interval '1 second'")
     await peer.tick()
     assert peer.is_leader
-    peer._leader_since -= 3600  # led for long enough to judge holders  # noqa: SLF001
+    peer.leader.since -= 3600  # led for long enough to judge holders
     await peer.tick()
     assert await active_slots(db) == 0, "the dead holder's lease was reaped"
     fresh = await peer.admit(download("ann", "dl-new"))
@@ -195,11 +195,11 @@ async def test_a_new_leader_frees_nothing_a_live_peer_holds(
     await db.execute("UPDATE queue_leader SET expires_at = now() - interval '1 second'")
     await newcomer.tick()
     assert newcomer.is_leader
-    newcomer._leader_since -= 3600  # noqa: SLF001
+    newcomer.leader.since -= 3600
     await newcomer.tick()
     assert await active_slots(db) == 1, "a live holder's lease was freed"
     # Its next renewal brings the lease back.
-    holder._next_heartbeat = 0.0  # noqa: SLF001
+    holder._next_heartbeat = 0.0
     await holder.tick()
     left = await db.fetchval(
         "SELECT extract(epoch FROM lease_expires_at - now()) FROM download_slot "
@@ -233,7 +233,7 @@ async def test_database_trouble_answers_busy_and_active_sessions_continue(
     scheduler = await connect(node_id="node-a")
     active = await scheduler.admit(download("ci", "dl-1", chunk(0)))
     assert isinstance(active, Admitted)
-    pool = scheduler._pool  # noqa: SLF001
+    pool = scheduler._pool
     assert pool is not None
     pool.terminate()  # every connection gone at once, like a database restart
     newcomer = await scheduler.admit(download("ann", "dl-2"))

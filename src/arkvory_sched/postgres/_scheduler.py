@@ -39,19 +39,10 @@ from .._core import (
     BACKUP_GRACE_SECONDS,
     ESTIMATE_MIN_SPREAD_SECONDS,
     ESTIMATE_SPREAD,
-    FALLBACK_RATE,
-    FINISHING_SOON_SECONDS,
-    HEAD_MIN_CHECK_SECONDS,
-    MARK_SCAN_SLACK,
-    MAX_CHECK_SECONDS,
-    MIN_CHECK_SECONDS,
     NEWCOMER_CHECK_SECONDS,
     NO_SHOW_MARGIN_SECONDS,
-    PAUSE_RETENTION_SECONDS,
     SHUTDOWN_RETRY_SECONDS,
-    TAIL_ONLY_HOLD_SECONDS,
     TICKET_REUSE_SECONDS,
-    _jitter,
     _validated_download_id,
 )
 from .._fairqueue import CLASS_COUNT
@@ -66,7 +57,6 @@ from .._model import (
     DeliveryOutcome,
     DownloadRequest,
     Grant,
-    HistogramSnapshot,
     Queued,
     RangeKind,
     Rejected,
@@ -81,6 +71,16 @@ from .._settings import SchedulerSettings, Strategy
 from .._tickets import TicketSigner
 from .._ticking import next_tick_delay
 from . import _sql as sql
+from ._estimates import (
+    QueueSnapshot,
+    busy_retry_after,
+    check_delay,
+    estimate_start,
+    read_snapshot,
+    smallest_first_key,
+    stride_ahead,
+)
+from ._leader import QueueLeader
 from ._leases import Lease, LeaseCache
 from ._migrate import DEFAULT_SCHEMA, apply_migrations, validate_schema
 from ._settings_store import SettingsStore, apply_stored
@@ -102,7 +102,6 @@ _WAITING, _ACTIVE, _PAUSED = 0, 1, 2
 HEARTBEAT_SECONDS = 1.0
 SETTINGS_REFRESH_SECONDS = 10.0  # R-SET-3
 TICKET_KEY_RETRY_SECONDS = 30.0  # R-TICKET-4
-ROUND_CLEANUP_SECONDS = 60.0
 STORAGE_RETRY_AFTER = 2
 _SIZE_UNIT = 16 * 1024 * 1024
 
@@ -115,20 +114,6 @@ class _SessionGrant:
     started: float
     last_progress: float
     progressed: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class _Snapshot:
-    last_release: float
-    free_at_mark: int
-    finish_table: tuple[float, ...]
-    fleet_rate: float
-    class_lengths: tuple[int, ...]
-    waiting_bytes: float
-    session_count: int
-    passes: tuple[float, ...]
-    active: int
-    active_interactive: int
 
 
 class PostgresScheduler(DownloadScheduler):
@@ -185,7 +170,7 @@ class PostgresScheduler(DownloadScheduler):
         self._next_token = 0
         self._closed = False
         self._changed = anyio.Event()
-        self._snapshot: _Snapshot | None = None
+        self._snapshot: QueueSnapshot | None = None
         self._snapshot_until = 0.0
         self._rate = PeakRateMeter()
         self._last_rate = 0.0
@@ -200,9 +185,12 @@ class PostgresScheduler(DownloadScheduler):
         self._next_heartbeat = 0.0
         self._next_settings_read = 0.0
         self._next_key_read = 0.0
-        self._next_round_cleanup = 0.0
-        self._leader_token: int | None = None
-        self._leader_since = 0.0
+        self._leader = QueueLeader(
+            self._node,
+            lease_seconds=lease_seconds,
+            leader_seconds=leader_seconds,
+            heartbeat_seconds=HEARTBEAT_SECONDS,
+        )
         self._last_trouble = -math.inf
 
     # ------------------------------------------------------------------ building
@@ -328,7 +316,12 @@ class PostgresScheduler(DownloadScheduler):
 
     @property
     def is_leader(self) -> bool:
-        return self._leader_token is not None
+        return self._leader.is_leader
+
+    @property
+    def leader(self) -> QueueLeader:
+        """This process's side of the leader lease (tests and diagnostics)."""
+        return self._leader
 
     @property
     def ticket_signing(self) -> bool:
@@ -437,10 +430,16 @@ class PostgresScheduler(DownloadScheduler):
         settings = self._settings
         snapshot = await self._queue_snapshot(conn)
         if snapshot.session_count >= settings.queue_limit:
-            return self._reject(RejectReason.QUEUE_FULL, self._busy_retry_after(snapshot), cls)
+            return self._reject(
+                RejectReason.QUEUE_FULL, busy_retry_after(snapshot, self._fleet_rate(snapshot)), cls
+            )
         owned = await conn.fetchval(sql.PRINCIPAL_SESSIONS, request.principal)
         if owned >= settings.queue_per_principal:
-            return self._reject(RejectReason.PRINCIPAL_LIMIT, self._busy_retry_after(snapshot), cls)
+            return self._reject(
+                RejectReason.PRINCIPAL_LIMIT,
+                busy_retry_after(snapshot, self._fleet_rate(snapshot)),
+                cls,
+            )
         now_ms = int(now * 1000)
         arrival_ms = now_ms
         if self._signer is not None and request.ticket:
@@ -567,7 +566,7 @@ class PostgresScheduler(DownloadScheduler):
         """The session's place within its class under the current strategy."""
         settings = self._settings
         if settings.strategy is Strategy.SMALLEST_FIRST:
-            return _smallest_first_key(size, arrival, settings.aging_minutes * 60.0)
+            return smallest_first_key(size, arrival, settings.aging_minutes * 60.0)
         tag = await conn.fetchval(sql.NEXT_TAG, rank, principal, old)
         return float(tag)
 
@@ -590,24 +589,25 @@ class PostgresScheduler(DownloadScheduler):
         if row is None:  # activated or released by another process a moment ago
             return self._reject(RejectReason.STORAGE_UNAVAILABLE, 1, cls)
         snapshot = await self._queue_snapshot(conn)
-        ahead = _stride_ahead(
+        ahead = stride_ahead(
             row["own_ahead"],
             row["queue_rank"],
             snapshot.passes,
             snapshot.class_lengths,
             self._settings.weights,
         )
-        start = self._estimate_start(cls, ahead, now, snapshot)
+        start = estimate_start(
+            self._settings, cls, ahead, now, snapshot, self._fleet_rate(snapshot)
+        )
         wait = start - now
-        marked = bool(row["marked"])
-        if newcomer:
-            delay = NEWCOMER_CHECK_SECONDS
-        else:
-            floor = HEAD_MIN_CHECK_SECONDS if ahead == 0 or marked else MIN_CHECK_SECONDS
-            halfway = min(MAX_CHECK_SECONDS / 1.1, max(floor, wait / 2))
-            delay = max(floor, halfway * _jitter(key))
-            if marked and ahead < snapshot.free_at_mark:
-                delay = HEAD_MIN_CHECK_SECONDS
+        delay = check_delay(
+            key,
+            newcomer=newcomer,
+            ahead=ahead,
+            wait=wait,
+            marked=bool(row["marked"]),
+            free_at_mark=snapshot.free_at_mark,
+        )
         check_at = now + delay
         no_show_at = check_at + max(NO_SHOW_MARGIN_SECONDS, delay)
         await conn.execute(sql.RECORD_CHECK, key, check_at, no_show_at, None if newcomer else start)
@@ -645,37 +645,10 @@ class PostgresScheduler(DownloadScheduler):
         lease.ticket_issued = now
         return lease.ticket
 
-    def _estimate_start(
-        self, cls: DownloadClass, ahead: int, now: float, snapshot: _Snapshot
-    ) -> float:
-        """R-EST-1/2 as in memory, from the finish table the leader keeps fresh."""
-        settings = self._settings
-        interactive = cls is DownloadClass.INTERACTIVE
-        usable = settings.sessions if interactive else settings.sessions - settings.reserve
-        usable = max(1, usable)
-        skip = 0
-        if not interactive:
-            free = max(0, settings.sessions - snapshot.active)
-            active_ni = snapshot.active - snapshot.active_interactive
-            free_ni = max(0, settings.sessions - settings.reserve - active_ni)
-            skip = free - min(free, free_ni)
-        finishes = [max(now, finish) for finish in snapshot.finish_table]
-        finishes.extend([now] * max(0, settings.sessions - len(finishes)))
-        finishes.sort()
-        table = finishes[skip : skip + usable] or [now]
-        waiting = max(1, sum(snapshot.class_lengths))
-        rate = self._fleet_rate(snapshot)
-        service = snapshot.waiting_bytes / waiting * len(table) / rate
-        cycles, index = divmod(ahead, len(table))
-        return max(now, table[index] + cycles * service)
-
-    def _fleet_rate(self, snapshot: _Snapshot | None) -> float:
-        rate = snapshot.fleet_rate if snapshot is not None else 0.0
-        rate = rate or self._local_rate() or FALLBACK_RATE
-        bandwidth = self._settings.bandwidth
-        if bandwidth is not None:
-            rate = max(rate, float(bandwidth))
-        return rate
+    def _fleet_rate(self, snapshot: QueueSnapshot | None) -> float:
+        if snapshot is None:
+            return QueueSnapshot.rate_of(0.0, self._local_rate(), self._settings.bandwidth)
+        return snapshot.rate(self._local_rate(), self._settings.bandwidth)
 
     def _local_rate(self) -> float:
         peak = self._rate.peak(self._clock.monotonic())
@@ -683,30 +656,14 @@ class PostgresScheduler(DownloadScheduler):
             self._last_rate = peak
         return peak or self._last_rate
 
-    def _busy_retry_after(self, snapshot: _Snapshot) -> int:
-        rate = self._fleet_rate(snapshot)
-        mean = snapshot.waiting_bytes / max(1, sum(snapshot.class_lengths))
-        seconds = mean / rate
-        return int(min(MAX_CHECK_SECONDS, max(MIN_CHECK_SECONDS, math.ceil(seconds))))
-
-    async def _queue_snapshot(self, conn: asyncpg.Connection, *, fresh: bool = False) -> _Snapshot:
+    async def _queue_snapshot(
+        self, conn: asyncpg.Connection, *, fresh: bool = False
+    ) -> QueueSnapshot:
         """The leader's last tick plus the slot table, cached for half a second."""
         real = time.monotonic()
         if not fresh and self._snapshot is not None and real < self._snapshot_until:
             return self._snapshot
-        row = await conn.fetchrow(sql.QUEUE_SNAPSHOT)
-        snapshot = _Snapshot(
-            last_release=row["last_release"],
-            free_at_mark=row["free_at_mark"],
-            finish_table=tuple(row["finish_table"] or ()),
-            fleet_rate=row["fleet_rate"],
-            class_lengths=tuple(row["class_lengths"] or (0, 0, 0, 0)),
-            waiting_bytes=row["waiting_bytes"],
-            session_count=row["session_count"],
-            passes=tuple(row["passes"] or (0.0,) * CLASS_COUNT),
-            active=row["active"],
-            active_interactive=row["active_interactive"],
-        )
+        snapshot = await read_snapshot(conn)
         self._snapshot = snapshot
         self._snapshot_until = real + 0.5
         return snapshot
@@ -819,11 +776,21 @@ class PostgresScheduler(DownloadScheduler):
                 await self._prepare()
             async with self._acquire() as conn:
                 await self._fleet_duties(conn)
-                if await self._lead(conn):
-                    expired, marked = await self._leader_tick(conn)
+                if await self._leader.elect(conn):
+                    outcome = await self._leader.tick(
+                        conn,
+                        settings=self._settings,
+                        now=self._clock.wall(),
+                        in_flight=self._leases.in_flight_keys(),
+                        local_rate=self._local_rate(),
+                        last_trouble=self._last_trouble,
+                    )
+                    expired, marked = outcome.expired, outcome.marked
+                    for key in outcome.released:
+                        self._leases.forget(key)
         except DATABASE_ERRORS as error:
             self._trouble(error)
-            self._leader_token = None
+            self._leader.step_down()
         self._leases.drop_untrusted_idle()
         duration = time.perf_counter() - started
         self._last_tick_seconds = duration
@@ -872,154 +839,6 @@ class PostgresScheduler(DownloadScheduler):
                 lease.trusted_until = 0.0
             else:
                 self._leases.confirm(lease, left)
-
-    async def _lead(self, conn: asyncpg.Connection) -> bool:
-        token = await conn.fetchval(sql.TAKE_LEADERSHIP, self._node, self._leader_seconds)
-        if token is None:
-            self._leader_token = None
-            return False
-        if self._leader_token != token:
-            self._leader_since = time.monotonic()
-            log.info("node %s leads the queue (token %s)", self._node, token)
-        self._leader_token = token
-        return True
-
-    async def _leader_tick(self, conn: asyncpg.Connection) -> tuple[int, int]:
-        settings = self._settings
-        now = self._clock.wall()
-        real = time.monotonic()
-        async with conn.transaction():
-            confirmed = await conn.fetchval(sql.CONFIRM_LEADERSHIP, self._node, self._leader_token)
-            if confirmed is None:
-                self._leader_token = None
-                return 0, 0
-            reaped = 0
-            # A new leader, or one that just had database trouble, first gives every
-            # holder a full lease period to renew: it frees nothing a live peer holds.
-            if (
-                real - self._leader_since >= self._lease_seconds
-                and real - self._last_trouble >= self._lease_seconds
-            ):
-                reaped = await conn.fetchval(sql.REAP_EXPIRED, self._lease_seconds)
-            idle = await self._release_idle(conn, now)
-            await conn.fetchval(sql.PAUSE_ORPHANS, now + PAUSE_RETENTION_SECONDS)
-            no_shows = await conn.fetchval(sql.EXPIRE_NO_SHOWS, now)
-            expired_paused = await conn.fetchval(sql.EXPIRE_PAUSED, now)
-            await conn.execute(sql.COUNT_EXPIRIES, no_shows, idle, reaped, now)
-            if settings.aging_minutes > 0 and settings.strategy is Strategy.ORDERED:
-                await conn.execute(sql.PROMOTE_AGED, now, settings.aging_minutes * 60.0)
-            if real >= self._next_round_cleanup:
-                self._next_round_cleanup = real + ROUND_CLEANUP_SECONDS
-                await conn.execute(sql.FORGET_OLD_ROUNDS)
-            shape = await conn.fetch(sql.QUEUE_SHAPE)
-            lengths = [0] * CLASS_COUNT
-            waiting_bytes = 0.0
-            for row in shape:
-                lengths[row["queue_rank"]] = row["n"]
-                waiting_bytes += row["bytes"]
-            await conn.execute(sql.STORE_SHAPE, lengths, waiting_bytes)
-            await conn.execute(
-                sql.CATCH_UP_IDLE_CLASSES, [r for r in range(CLASS_COUNT) if not lengths[r]]
-            )
-            marked = await self._mark_waiters(conn, now, sum(lengths))
-        if reaped or idle:
-            log.info("released %d dead and %d idle leases", reaped, idle)
-        return no_shows + expired_paused + reaped + idle, marked
-
-    async def _release_idle(self, conn: asyncpg.Connection, now: float) -> int:
-        """R-SESS-10: a session with nothing in flight and no activity frees its slot."""
-        settings = self._settings
-        rows = await conn.fetch(
-            sql.IDLE_SESSIONS,
-            now,
-            min(TAIL_ONLY_HOLD_SECONDS, settings.idle_seconds),
-            settings.idle_seconds,
-            self._leases.in_flight_keys(),
-            self._node,
-            max(3 * HEARTBEAT_SECONDS, self._lease_seconds / 2),
-        )
-        released = 0
-        for row in rows:
-            key = row["session_key"]
-            freed = await conn.fetchval(sql.RELEASE_SLOT, row["slot_no"], row["lease_token"], key)
-            if freed is not None:
-                released += 1
-                self._leases.forget(key)
-        return released
-
-    async def _mark_waiters(self, conn: asyncpg.Connection, now: float, waiting: int) -> int:
-        """R-SESS-12: mark twice as many waiters as there are (soon) free slots."""
-        settings = self._settings
-        active_rows = await conn.fetch(sql.ACTIVE_FOR_ESTIMATE)
-        fleet_rate = await conn.fetchval(sql.FLEET_RATE, self._lease_seconds)
-        rate = fleet_rate or self._local_rate() or FALLBACK_RATE
-        if settings.bandwidth is not None:
-            rate = max(rate, float(settings.bandwidth))
-        per_session = rate / max(1, len(active_rows))
-        finishes: list[float] = []
-        soon_total = soon_ni = active_ni = 0
-        in_flight = set(self._leases.in_flight_keys())
-        for row in active_rows:
-            remaining = max(0, row["object_size"] - (row["start_offset"] or 0) - row["covered"])
-            finish = now + remaining / per_session
-            finishes.append(finish)
-            interactive = row["base_class"] == DownloadClass.INTERACTIVE.rank
-            active_ni += not interactive
-            if remaining == 0 or finish <= now + FINISHING_SOON_SECONDS:
-                soon_total += 1
-                soon_ni += not interactive
-        finishes.sort()
-        free_total = settings.sessions - len(active_rows) + soon_total
-        free_ni = settings.sessions - settings.reserve - active_ni + soon_ni
-        await conn.execute(sql.CLEAR_MARKS)
-        await conn.execute(sql.STORE_ESTIMATES, finishes, now, fleet_rate, max(0, free_total))
-        del in_flight
-        if free_total <= 0 or not waiting:
-            return 0
-        budget = 2 * free_total
-        budget_ni = 2 * max(0, free_ni)
-        active_by_principal = {
-            row["principal"]: row["count"] for row in await conn.fetch(sql.ACTIVE_BY_PRINCIPAL)
-        }
-        over = [p for p, n in active_by_principal.items() if n >= settings.per_principal]
-        contenders = bool(over) and await conn.fetchval(sql.UNDER_SHARE_WAITING, over)
-        limit = 4 * budget + MARK_SCAN_SLACK // 64
-        heads: list[list[asyncpg.Record]] = []
-        for rank in range(CLASS_COUNT):
-            allowed = rank == 0 or budget_ni > 0
-            heads.append(list(await conn.fetch(sql.HEADS_OF_CLASS, rank, limit)) if allowed else [])
-        passes = list(
-            await conn.fetchval("SELECT array_agg(pass ORDER BY queue_rank) FROM class_state")
-        )
-        strides = [1.0 / weight for weight in settings.weights]
-        positions = [0] * CLASS_COUNT
-        keys: list[bytes] = []
-        backups: list[bool] = []
-        over_set = set(over)
-        while budget > 0:
-            best = -1
-            for rank in range(CLASS_COUNT):
-                if positions[rank] >= len(heads[rank]):
-                    continue
-                if rank > 0 and budget_ni <= 0:
-                    continue
-                if best < 0 or passes[rank] < passes[best]:
-                    best = rank
-            if best < 0:
-                break
-            row = heads[best][positions[best]]
-            positions[best] += 1
-            passes[best] += strides[best]
-            if contenders and row["principal"] in over_set:
-                continue  # R-CLASS-5: beyond its share only while nobody else waits
-            keys.append(row["session_key"])
-            backups.append(len(keys) > free_total)
-            budget -= 1
-            if row["base_class"] != DownloadClass.INTERACTIVE.rank:
-                budget_ni -= 1
-        if keys:
-            await conn.execute(sql.SET_MARKS, keys, backups)
-        return len(keys)
 
     # ------------------------------------------------------------------ settings
     async def refresh_settings(self) -> bool:
@@ -1093,7 +912,7 @@ class PostgresScheduler(DownloadScheduler):
             keys.append(row["session_key"])
             if settings.strategy is Strategy.SMALLEST_FIRST:
                 order.append(
-                    _smallest_first_key(
+                    smallest_first_key(
                         row["object_size"], row["arrival"], settings.aging_minutes * 60.0
                     )
                 )
@@ -1205,7 +1024,7 @@ class PostgresScheduler(DownloadScheduler):
             async with self._acquire() as conn:
                 await conn.execute(sql.RESIGN_LEADERSHIP, self._node)
                 await conn.execute(sql.LEAVE_FLEET, self._node)
-        self._leader_token = None
+        self._leader.step_down()
         if self._owns_pool and self._pool is not None:
             await self._pool.close()
 
@@ -1216,9 +1035,6 @@ class PostgresScheduler(DownloadScheduler):
     def debug_leases(self) -> list[Lease]:
         """Leases this process knows (tests)."""
         return list(self._leases)
-
-    def _empty_histogram(self) -> HistogramSnapshot:
-        return Histogram().snapshot()
 
 
 def replace_environment_only(
@@ -1235,34 +1051,3 @@ def replace_environment_only(
         hold_seconds=current.hold_seconds,
         max_downloads=current.max_downloads,
     )
-
-
-def _smallest_first_key(size: int, arrival: float, aging_seconds: float) -> float:
-    """As the in-memory fair queue: by size, or by arrival plus a bounded size delay."""
-    if aging_seconds <= 0:
-        return float(size)
-    doublings = math.log2(max(size, _SIZE_UNIT) / _SIZE_UNIT)
-    return arrival + aging_seconds * min(1.0, doublings / 10.0)
-
-
-def _stride_ahead(
-    own: int,
-    rank: int,
-    passes: Sequence[float],
-    lengths: Sequence[int],
-    weights: Sequence[int],
-) -> int:
-    """How many waiters the stride between classes serves before this one."""
-    strides = [1.0 / weight for weight in weights]
-    my_pass = passes[rank] + own * strides[rank]
-    ahead = own
-    for other in range(CLASS_COUNT):
-        if other == rank or not lengths[other]:
-            continue
-        gap = my_pass - passes[other]
-        if gap > 0:
-            turns = math.ceil(gap / strides[other])
-        else:
-            turns = 1 if gap == 0 and other < rank else 0
-        ahead += min(lengths[other], max(0, turns))
-    return int(ahead)

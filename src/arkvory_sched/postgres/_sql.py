@@ -356,6 +356,8 @@ UPDATE queue_state SET finish_table = $1, finish_table_at = $2, fleet_rate = $3,
     free_at_mark = $4
 """
 
+CLASS_PASSES: Final = "SELECT array_agg(pass ORDER BY queue_rank) FROM class_state"
+
 CLEAR_MARKS: Final = "UPDATE download_session SET marked = false, mark_backup = false WHERE marked"
 
 HEADS_OF_CLASS: Final = """

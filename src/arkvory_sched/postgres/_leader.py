@@ -1,0 +1,233 @@
+"""The queue work one process does for the whole fleet on each tick.
+
+Leadership is a lease in ``queue_leader``: kept by renewing it every tick, taken over
+only once it expired, with a token that grows with every change of leader. All of a
+tick's work runs in one transaction that first locks the leader row *with this
+process's token*, so a leader that was paused past its lease commits nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+
+import asyncpg
+
+from .._classes import DownloadClass
+from .._core import (
+    FALLBACK_RATE,
+    FINISHING_SOON_SECONDS,
+    MARK_SCAN_SLACK,
+    PAUSE_RETENTION_SECONDS,
+    TAIL_ONLY_HOLD_SECONDS,
+)
+from .._fairqueue import CLASS_COUNT
+from .._settings import SchedulerSettings, Strategy
+from . import _sql as sql
+
+__all__ = ["LeaderOutcome", "QueueLeader"]
+
+log = logging.getLogger("arkvory_sched.postgres")
+
+ROUND_CLEANUP_SECONDS = 60.0
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderOutcome:
+    """What one leader tick did; ``released`` are sessions whose idle slot it freed."""
+
+    expired: int
+    marked: int
+    released: tuple[bytes, ...]
+
+
+class QueueLeader:
+    """This process's side of the leader lease, and the leader's share of a tick."""
+
+    def __init__(
+        self,
+        node: str,
+        *,
+        lease_seconds: float,
+        leader_seconds: float,
+        heartbeat_seconds: float,
+    ) -> None:
+        self._node = node
+        self._lease_seconds = lease_seconds
+        self._leader_seconds = leader_seconds
+        self._heartbeat_seconds = heartbeat_seconds
+        self.token: int | None = None
+        self.since = 0.0  # when this process became leader (monotonic)
+        self._next_round_cleanup = 0.0
+
+    @property
+    def is_leader(self) -> bool:
+        return self.token is not None
+
+    def step_down(self) -> None:
+        self.token = None
+
+    async def elect(self, conn: asyncpg.Connection) -> bool:
+        """Renew or take the leader lease; False when another live process holds it."""
+        token = await conn.fetchval(sql.TAKE_LEADERSHIP, self._node, self._leader_seconds)
+        if token is None:
+            self.token = None
+            return False
+        if self.token != token:
+            self.since = time.monotonic()
+            log.info("node %s leads the queue (token %s)", self._node, token)
+        self.token = token
+        return True
+
+    async def tick(
+        self,
+        conn: asyncpg.Connection,
+        *,
+        settings: SchedulerSettings,
+        now: float,
+        in_flight: list[bytes],
+        local_rate: float,
+        last_trouble: float,
+    ) -> LeaderOutcome:
+        """Reap, release idle, expire, age, refresh estimates and mark — fenced."""
+        real = time.monotonic()
+        async with conn.transaction():
+            confirmed = await conn.fetchval(sql.CONFIRM_LEADERSHIP, self._node, self.token)
+            if confirmed is None:
+                self.token = None
+                return LeaderOutcome(0, 0, ())
+            reaped = 0
+            # A new leader, or one that just had database trouble, first gives every
+            # holder a full lease period to renew: it frees nothing a live peer holds.
+            if (
+                real - self.since >= self._lease_seconds
+                and real - last_trouble >= self._lease_seconds
+            ):
+                reaped = await conn.fetchval(sql.REAP_EXPIRED, self._lease_seconds)
+            released = await self._release_idle(conn, settings, now, in_flight)
+            await conn.fetchval(sql.PAUSE_ORPHANS, now + PAUSE_RETENTION_SECONDS)
+            no_shows = await conn.fetchval(sql.EXPIRE_NO_SHOWS, now)
+            expired_paused = await conn.fetchval(sql.EXPIRE_PAUSED, now)
+            await conn.execute(sql.COUNT_EXPIRIES, no_shows, len(released), reaped, now)
+            if settings.aging_minutes > 0 and settings.strategy is Strategy.ORDERED:
+                await conn.execute(sql.PROMOTE_AGED, now, settings.aging_minutes * 60.0)
+            if real >= self._next_round_cleanup:
+                self._next_round_cleanup = real + ROUND_CLEANUP_SECONDS
+                await conn.execute(sql.FORGET_OLD_ROUNDS)
+            lengths = [0] * CLASS_COUNT
+            waiting_bytes = 0.0
+            for row in await conn.fetch(sql.QUEUE_SHAPE):
+                lengths[row["queue_rank"]] = row["n"]
+                waiting_bytes += row["bytes"]
+            await conn.execute(sql.STORE_SHAPE, lengths, waiting_bytes)
+            idle_classes = [rank for rank in range(CLASS_COUNT) if not lengths[rank]]
+            await conn.execute(sql.CATCH_UP_IDLE_CLASSES, idle_classes)
+            marked = await self._mark_waiters(conn, settings, now, sum(lengths), local_rate)
+        if reaped or released:
+            log.info("released %d dead and %d idle leases", reaped, len(released))
+        expired = no_shows + expired_paused + reaped + len(released)
+        return LeaderOutcome(expired, marked, tuple(released))
+
+    async def _release_idle(
+        self,
+        conn: asyncpg.Connection,
+        settings: SchedulerSettings,
+        now: float,
+        in_flight: list[bytes],
+    ) -> list[bytes]:
+        """R-SESS-10: a session with nothing in flight and no activity frees its slot.
+
+        Sessions held by a node whose heartbeat is late are left to the reaper: that
+        node may be streaming a response it could not report as activity.
+        """
+        rows = await conn.fetch(
+            sql.IDLE_SESSIONS,
+            now,
+            min(TAIL_ONLY_HOLD_SECONDS, settings.idle_seconds),
+            settings.idle_seconds,
+            in_flight,
+            self._node,
+            max(3 * self._heartbeat_seconds, self._lease_seconds / 2),
+        )
+        released: list[bytes] = []
+        for row in rows:
+            key = row["session_key"]
+            freed = await conn.fetchval(sql.RELEASE_SLOT, row["slot_no"], row["lease_token"], key)
+            if freed is not None:
+                released.append(key)
+        return released
+
+    async def _mark_waiters(
+        self,
+        conn: asyncpg.Connection,
+        settings: SchedulerSettings,
+        now: float,
+        waiting: int,
+        local_rate: float,
+    ) -> int:
+        """R-SESS-12: mark twice as many waiters as there are (soon) free slots, in the
+        order of the fair queue: stride between classes, round-robin within a class."""
+        active_rows = await conn.fetch(sql.ACTIVE_FOR_ESTIMATE)
+        fleet_rate = await conn.fetchval(sql.FLEET_RATE, self._lease_seconds)
+        rate = fleet_rate or local_rate or FALLBACK_RATE
+        if settings.bandwidth is not None:
+            rate = max(rate, float(settings.bandwidth))
+        per_session = rate / max(1, len(active_rows))
+        finishes: list[float] = []
+        soon_total = soon_ni = active_ni = 0
+        for row in active_rows:
+            remaining = max(0, row["object_size"] - (row["start_offset"] or 0) - row["covered"])
+            finish = now + remaining / per_session
+            finishes.append(finish)
+            interactive = row["base_class"] == DownloadClass.INTERACTIVE.rank
+            active_ni += not interactive
+            if remaining == 0 or finish <= now + FINISHING_SOON_SECONDS:
+                soon_total += 1
+                soon_ni += not interactive
+        finishes.sort()
+        free_total = settings.sessions - len(active_rows) + soon_total
+        free_ni = settings.sessions - settings.reserve - active_ni + soon_ni
+        await conn.execute(sql.CLEAR_MARKS)
+        await conn.execute(sql.STORE_ESTIMATES, finishes, now, fleet_rate, max(0, free_total))
+        if free_total <= 0 or not waiting:
+            return 0
+        budget = 2 * free_total
+        budget_ni = 2 * max(0, free_ni)
+        active_by_principal = {
+            row["principal"]: row["count"] for row in await conn.fetch(sql.ACTIVE_BY_PRINCIPAL)
+        }
+        over = {p for p, n in active_by_principal.items() if n >= settings.per_principal}
+        contenders = bool(over) and await conn.fetchval(sql.UNDER_SHARE_WAITING, list(over))
+        limit = 4 * budget + MARK_SCAN_SLACK // 64
+        heads: list[list[asyncpg.Record]] = []
+        for rank in range(CLASS_COUNT):
+            allowed = rank == 0 or budget_ni > 0
+            heads.append(list(await conn.fetch(sql.HEADS_OF_CLASS, rank, limit)) if allowed else [])
+        passes = list(await conn.fetchval(sql.CLASS_PASSES))
+        strides = [1.0 / weight for weight in settings.weights]
+        positions = [0] * CLASS_COUNT
+        keys: list[bytes] = []
+        backups: list[bool] = []
+        while budget > 0:
+            best = -1
+            for rank in range(CLASS_COUNT):
+                if positions[rank] >= len(heads[rank]) or (rank > 0 and budget_ni <= 0):
+                    continue
+                if best < 0 or passes[rank] < passes[best]:
+                    best = rank
+            if best < 0:
+                break
+            row = heads[best][positions[best]]
+            positions[best] += 1
+            passes[best] += strides[best]
+            if contenders and row["principal"] in over:
+                continue  # R-CLASS-5: beyond its share only while nobody else waits
+            keys.append(row["session_key"])
+            backups.append(len(keys) > free_total)
+            budget -= 1
+            if row["base_class"] != DownloadClass.INTERACTIVE.rank:
+                budget_ni -= 1
+        if keys:
+            await conn.execute(sql.SET_MARKS, keys, backups)
+        return len(keys)
