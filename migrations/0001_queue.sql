@@ -54,7 +54,11 @@ CREATE TABLE download_session (
     interrupted     boolean NOT NULL DEFAULT false,
     paused_until    double precision,
     start_offset    bigint,
-    delivered       int8multirange NOT NULL DEFAULT '{}'
+    delivered       int8multirange NOT NULL DEFAULT '{}',
+    -- Preemption (R-PREEMPT): an active protocol client asked to yield at its next
+    -- range boundary, and a yielder that waits again behind the head it yielded to.
+    yield_requested boolean NOT NULL DEFAULT false,
+    blocked_by      bytea
 );
 CREATE INDEX download_session_queue
     ON download_session (queue_rank, order_key, arrival, seq) WHERE state = 0;
@@ -97,7 +101,8 @@ CREATE TABLE queue_state (
     completed_total     bigint NOT NULL DEFAULT 0,
     no_shows_total      bigint NOT NULL DEFAULT 0,
     idle_releases_total bigint NOT NULL DEFAULT 0,
-    reaped_total        bigint NOT NULL DEFAULT 0
+    reaped_total        bigint NOT NULL DEFAULT 0,
+    preemptions_total   bigint NOT NULL DEFAULT 0
 );
 INSERT INTO queue_state DEFAULT VALUES;
 

@@ -18,6 +18,7 @@ from arkvory_sched import (
     Admitted,
     ByteRange,
     Delivered,
+    DownloadClass,
     DownloadRequest,
     Interrupted,
     PrincipalKind,
@@ -28,6 +29,7 @@ from arkvory_sched import (
     SchedulerSettings,
 )
 from arkvory_sched.postgres import PostgresScheduler, SettingsStore
+from arkvory_sched.testing import FakeClock
 
 pytestmark = pytest.mark.anyio
 
@@ -301,3 +303,58 @@ async def test_a_gateway_without_the_key_works_without_tickets_until_it_appears(
     assert again.ticket is not None
     assert again.ticket.split(".")[1] == queued.ticket.split(".")[1], "same arrival on both"
     await gateway.report(holder.grant, Interrupted())
+
+
+async def test_a_bulk_protocol_client_yields_its_slot_to_a_waiting_person(
+    connect: Connect,
+) -> None:
+    clock = FakeClock(wall=1_780_000_000.0)
+    scheduler = await connect(
+        node_id="node-a", clock=clock, settings=settings(sessions=1, preempt=True)
+    )
+
+    def mirror(index: int) -> DownloadRequest:
+        return DownloadRequest(
+            principal="mirror",
+            principal_kind=PrincipalKind.SERVICE,
+            object_id="releases/big.iso",
+            object_size=SIZE,
+            byte_range=chunk(index),
+            download_id="dl-m",
+            requested_class="bulk",
+        )
+
+    for index in range(2):  # a bulk mirror holds the only slot for over a minute …
+        decision = await scheduler.admit(mirror(index))
+        assert isinstance(decision, Admitted)
+        await scheduler.report(decision.grant, Delivered(chunk(index)))
+        clock.advance(25.0)
+    person = DownloadRequest(
+        principal="ann",
+        principal_kind=PrincipalKind.PERSON,
+        object_id="releases/big.iso",
+        object_size=SIZE,
+        download_id="dl-p",
+    )
+    assert isinstance(await scheduler.admit(person), Queued)  # … while a person waits
+    decision = await scheduler.admit(mirror(2))
+    assert isinstance(decision, Admitted)
+    await scheduler.report(decision.grant, Delivered(chunk(2)))
+    clock.advance(15.0)
+    report = await scheduler.tick()
+    assert report.preempted
+    scheduler._next_heartbeat = 0.0  # renew now: the lease carries the yield
+    await scheduler.tick()
+    yielded = await scheduler.admit(mirror(3))
+    assert isinstance(yielded, Queued), yielded
+    clock.advance(1.0)
+    started = await scheduler.admit(person)
+    assert isinstance(started, Admitted), started
+    assert started.download_class is DownloadClass.INTERACTIVE
+    clock.advance(1.0)
+    await scheduler.tick()
+    assert isinstance(await scheduler.admit(mirror(3)), Queued), "blocked while the head waits"
+    stats = await scheduler.stats()
+    assert stats.preemptions_total == 1
+    assert (stats.active, stats.waiting) == (1, 1)
+    await scheduler.report(started.grant, Interrupted())

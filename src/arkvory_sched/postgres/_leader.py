@@ -20,6 +20,7 @@ from .._core import (
     FINISHING_SOON_SECONDS,
     MARK_SCAN_SLACK,
     PAUSE_RETENTION_SECONDS,
+    PREEMPT_MIN_HOLD_SECONDS,
     TAIL_ONLY_HOLD_SECONDS,
 )
 from .._fairqueue import CLASS_COUNT
@@ -40,6 +41,7 @@ class LeaderOutcome:
     expired: int
     marked: int
     released: tuple[bytes, ...]
+    preempted: bool = False
 
 
 class QueueLeader:
@@ -89,6 +91,7 @@ class QueueLeader:
         in_flight: list[bytes],
         local_rate: float,
         last_trouble: float,
+        closed: bool = False,
     ) -> LeaderOutcome:
         """Reap, release idle, expire, age, refresh estimates and mark — fenced."""
         real = time.monotonic()
@@ -123,11 +126,16 @@ class QueueLeader:
             await conn.execute(sql.STORE_SHAPE, lengths, waiting_bytes)
             idle_classes = [rank for rank in range(CLASS_COUNT) if not lengths[rank]]
             await conn.execute(sql.CATCH_UP_IDLE_CLASSES, idle_classes)
+            await conn.execute(sql.UNBLOCK_YIELDERS)
+            await conn.execute(sql.CANCEL_STALE_YIELDS)
             marked = await self._mark_waiters(conn, settings, now, sum(lengths), local_rate)
+            preempted = False
+            if settings.preempt and settings.strategy is not Strategy.SHARED and not closed:
+                preempted = await self._maybe_preempt(conn, settings, now)
         if reaped or released:
             log.info("released %d dead and %d idle leases", reaped, len(released))
         expired = no_shows + expired_paused + reaped + len(released)
-        return LeaderOutcome(expired, marked, tuple(released))
+        return LeaderOutcome(expired, marked, tuple(released), preempted)
 
     async def _release_idle(
         self,
@@ -231,3 +239,74 @@ class QueueLeader:
         if keys:
             await conn.execute(sql.SET_MARKS, keys, backups)
         return len(keys)
+
+    async def _maybe_preempt(
+        self, conn: asyncpg.Connection, settings: SchedulerSettings, now: float
+    ) -> bool:
+        """R-PREEMPT-1..3, as in memory: at most one yield at a time, only for a head
+        that has no slot, from a protocol client of a lower class (or above its share
+        while the head's principal is below), held for at least a minute."""
+        if await conn.fetchval(sql.PENDING_YIELD):
+            return False
+        active_by_principal: dict[str, int] = {
+            row["principal"]: row["count"] for row in await conn.fetch(sql.ACTIVE_BY_PRINCIPAL)
+        }
+        share = settings.per_principal
+        over = {p for p, n in active_by_principal.items() if n >= share}
+        contenders = bool(over) and await conn.fetchval(sql.UNDER_SHARE_WAITING, list(over))
+        head = await self._first_eligible(conn, settings, over if contenders else set())
+        if head is None:
+            return False
+        active = await conn.fetch(sql.ACTIVE_FOR_ESTIMATE)
+        interactive_rank = DownloadClass.INTERACTIVE.rank
+        active_ni = sum(row["base_class"] != interactive_rank for row in active)
+        head_interactive = head["base_class"] == interactive_rank
+        if (
+            len(active) < settings.sessions
+            and (head_interactive or active_ni < settings.sessions - settings.reserve)
+            and not (contenders and head["principal"] in over)
+        ):
+            return False  # a slot is free for the head: no one needs to yield
+        head_below_share = active_by_principal.get(head["principal"], 0) < share
+        victim: asyncpg.Record | None = None
+        for row in await conn.fetch(sql.PREEMPTION_CANDIDATES, now - PREEMPT_MIN_HOLD_SECONDS):
+            if row["principal"] == head["principal"]:
+                continue
+            lower_class = row["base_class"] > head["queue_rank"]
+            above_share = head_below_share and active_by_principal.get(row["principal"], 0) > share
+            if not (lower_class or above_share):
+                continue
+            if not head_interactive and row["base_class"] == interactive_rank:
+                continue
+            if victim is None or (row["base_class"], -row["slot_since"]) > (
+                victim["base_class"],
+                -victim["slot_since"],
+            ):
+                victim = row
+        if victim is None:
+            return False
+        await conn.execute(sql.REQUEST_YIELD, victim["session_key"], head["session_key"])
+        return True
+
+    async def _first_eligible(
+        self, conn: asyncpg.Connection, settings: SchedulerSettings, over: set[str]
+    ) -> asyncpg.Record | None:
+        """The first waiter in service order that may take a slot now."""
+        heads = [
+            list(await conn.fetch(sql.HEADS_OF_CLASS, rank, 64)) for rank in range(CLASS_COUNT)
+        ]
+        passes = list(await conn.fetchval(sql.CLASS_PASSES))
+        strides = [1.0 / weight for weight in settings.weights]
+        positions = [0] * CLASS_COUNT
+        while True:
+            best = -1
+            for rank in range(CLASS_COUNT):
+                if positions[rank] < len(heads[rank]) and (best < 0 or passes[rank] < passes[best]):
+                    best = rank
+            if best < 0:
+                return None
+            row = heads[best][positions[best]]
+            positions[best] += 1
+            passes[best] += strides[best]
+            if row["principal"] not in over:
+                return row

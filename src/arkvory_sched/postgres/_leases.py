@@ -36,6 +36,7 @@ class Lease:
     in_flight: int = 0
     ticket: str | None = None
     ticket_issued: float = 0.0
+    yield_requested: bool = False  # preempted: yield at the next range (R-PREEMPT-2)
 
 
 class LeaseCache:

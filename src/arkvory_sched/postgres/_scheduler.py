@@ -342,7 +342,7 @@ class PostgresScheduler(DownloadScheduler):
             return await self._requests.admit(request)
         key = session_key(request.principal, request.object_id, download_id, request.client_address)
         lease = self._leases.trusted(key)
-        if lease is not None:
+        if lease is not None and not (lease.yield_requested and not self._closed):
             return self._admit_range(lease, request.effective_range)
         if not uses_sessions:
             return await self._requests.admit(request)
@@ -399,6 +399,10 @@ class PostgresScheduler(DownloadScheduler):
     ) -> Decision:
         """A range of a session another process (or this one, earlier) activated."""
         cls = DownloadClass.by_rank(row["base_class"])
+        if row["yield_requested"] and not self._closed and row["slot_no"] is not None:
+            yielded = await self._yield_slot(conn, key, row)
+            if yielded is not None:
+                return yielded
         if row["slot_no"] is not None and (row["lease_left"] or 0.0) > 0.0:
             left = await conn.fetchval(
                 sql.TAKE_OVER_LEASE, key, row["lease_token"], self._node, self._lease_seconds
@@ -417,6 +421,38 @@ class PostgresScheduler(DownloadScheduler):
                 return self._admit_range(lease, byte_range)
         # The lease ran out and the reaper has not yet judged its holder: ask again soon.
         return self._reject(RejectReason.STORAGE_UNAVAILABLE, 1, cls)
+
+    async def _yield_slot(
+        self, conn: asyncpg.Connection, key: bytes, row: asyncpg.Record
+    ) -> Decision | None:
+        """R-PREEMPT-2: a preempted protocol client yields at a range boundary.
+
+        It waits again with its arrival (not its aging), blocked while the head it
+        yielded to waits; the head is marked to take the slot at its next poll.
+        """
+        now = self._clock.wall()
+        rank = row["base_class"]
+        check_at = now + NEWCOMER_CHECK_SECONDS
+        async with conn.transaction():
+            freed = await conn.fetchval(sql.RELEASE_SLOT, row["slot_no"], row["lease_token"], key)
+            if freed is None:
+                return None  # the lease is gone already: answered as any other session
+            order_key = await self._order_key(
+                conn, rank, row["principal"], row["object_size"], row["arrival"], old=True
+            )
+            await conn.execute(
+                sql.REQUEUE_YIELDER,
+                key,
+                order_key,
+                now,
+                self._promote_at(rank, now),
+                check_at,
+                check_at + NO_SHOW_MARGIN_SECONDS,
+            )
+            await conn.execute(sql.NOTE_RELEASE, now)
+        self._leases.forget(key)
+        self._invalidate()
+        return await self._queued(conn, key, DownloadClass.by_rank(rank), now, newcomer=False)
 
     async def _admit_new(
         self,
@@ -771,6 +807,7 @@ class PostgresScheduler(DownloadScheduler):
     async def tick(self) -> TickReport:
         started = time.perf_counter()
         expired = marked = 0
+        preempted = False
         try:
             if not self._prepared:
                 await self._prepare()
@@ -784,8 +821,10 @@ class PostgresScheduler(DownloadScheduler):
                         in_flight=self._leases.in_flight_keys(),
                         local_rate=self._local_rate(),
                         last_trouble=self._last_trouble,
+                        closed=self._closed,
                     )
                     expired, marked = outcome.expired, outcome.marked
+                    preempted = outcome.preempted
                     for key in outcome.released:
                         self._leases.forget(key)
         except DATABASE_ERRORS as error:
@@ -800,7 +839,7 @@ class PostgresScheduler(DownloadScheduler):
             next_tick_in=next_tick_delay(duration),
             expired=expired,
             marked=marked,
-            preempted=False,
+            preempted=preempted,
         )
 
     async def _fleet_duties(self, conn: asyncpg.Connection) -> None:
@@ -830,15 +869,16 @@ class PostgresScheduler(DownloadScheduler):
             self._lease_seconds,
             self._node,
         )
-        renewed = {(row["slot_no"], row["lease_token"]): row["lease_left"] for row in rows}
+        renewed = {(row["slot_no"], row["lease_token"]): row for row in rows}
         for lease in held:
-            left = renewed.get((lease.slot_no, lease.token))
-            if left is None:
+            row = renewed.get((lease.slot_no, lease.token))
+            if row is None:
                 # Released, reaped or taken over elsewhere: stop trusting and renewing.
                 lease.held = False
                 lease.trusted_until = 0.0
             else:
-                self._leases.confirm(lease, left)
+                lease.yield_requested = bool(row["yield_requested"])
+                self._leases.confirm(lease, row["lease_left"])
 
     # ------------------------------------------------------------------ settings
     async def refresh_settings(self) -> bool:
@@ -995,7 +1035,7 @@ class PostgresScheduler(DownloadScheduler):
             completed_total=0 if counters is None else counters["completed_total"],
             no_shows_total=0 if counters is None else counters["no_shows_total"],
             idle_releases_total=0 if counters is None else counters["idle_releases_total"],
-            preemptions_total=0,
+            preemptions_total=0 if counters is None else counters["preemptions_total"],
             rejections_total=rejections,
             estimate_error_seconds=self._estimate_error.snapshot(),
             last_tick_seconds=self._last_tick_seconds,

@@ -75,7 +75,9 @@ SET lease_expires_at = now() + make_interval(secs => $3)
 FROM unnest($1::int[], $2::bigint[]) AS held(slot_no, token)
 WHERE s.slot_no = held.slot_no AND s.lease_token = held.token AND s.holder_node = $4
 RETURNING s.slot_no, s.lease_token,
-          extract(epoch FROM s.lease_expires_at - now())::float8 AS lease_left
+          extract(epoch FROM s.lease_expires_at - now())::float8 AS lease_left,
+          (SELECT d.yield_requested FROM download_session AS d
+           WHERE d.session_key = s.session_key) AS yield_requested
 """
 
 RELEASE_SLOT: Final = """
@@ -89,7 +91,7 @@ RETURNING slot_no
 
 SESSION_WITH_LEASE: Final = """
 SELECT d.state, d.marked, d.mark_backup, d.base_class, d.queue_rank, d.arrival,
-       d.arrival_wall_ms, d.object_size, d.principal,
+       d.arrival_wall_ms, d.object_size, d.principal, d.yield_requested,
        s.slot_no, s.lease_token,
        extract(epoch FROM s.lease_expires_at - now())::float8 AS lease_left
 FROM download_session AS d
@@ -220,6 +222,8 @@ DELETE_SESSION: Final = "DELETE FROM download_session WHERE session_key = $1"
 COUNT_COMPLETION: Final = """
 UPDATE queue_state SET completed_total = completed_total + 1, last_release = $1
 """
+
+NOTE_RELEASE: Final = "UPDATE queue_state SET last_release = $1"
 
 TOUCH_SESSIONS: Final = """
 UPDATE download_session SET last_activity = greatest(last_activity, $2)
@@ -361,11 +365,63 @@ CLASS_PASSES: Final = "SELECT array_agg(pass ORDER BY queue_rank) FROM class_sta
 CLEAR_MARKS: Final = "UPDATE download_session SET marked = false, mark_backup = false WHERE marked"
 
 HEADS_OF_CLASS: Final = """
-SELECT session_key, principal, base_class
+SELECT session_key, principal, base_class, queue_rank
 FROM download_session
-WHERE state = 0 AND queue_rank = $1
+WHERE state = 0 AND queue_rank = $1 AND blocked_by IS NULL
 ORDER BY order_key, arrival, seq
 LIMIT $2
+"""
+
+# ----------------------------------------------------------------------------- preemption
+
+# R-PREEMPT-2: a yielder waits behind the head it yielded to only while that head waits.
+UNBLOCK_YIELDERS: Final = """
+UPDATE download_session AS w SET blocked_by = NULL
+WHERE w.state = 0 AND w.blocked_by IS NOT NULL
+  AND NOT EXISTS (SELECT 1 FROM download_session AS h
+                  WHERE h.session_key = w.blocked_by AND h.state = 0)
+"""
+
+# A yield no longer needed: its head is gone or got a slot another way.
+CANCEL_STALE_YIELDS: Final = """
+UPDATE download_session AS v SET yield_requested = false, blocked_by = NULL
+WHERE v.state = 1 AND v.yield_requested
+  AND NOT EXISTS (SELECT 1 FROM download_session AS h
+                  WHERE h.session_key = v.blocked_by AND h.state = 0)
+"""
+
+PENDING_YIELD: Final = """
+SELECT EXISTS (SELECT 1 FROM download_session WHERE state = 1 AND yield_requested)
+"""
+
+PREEMPTION_CANDIDATES: Final = """
+SELECT d.session_key, d.principal, d.base_class, d.slot_since
+FROM download_slot AS s JOIN download_session AS d ON d.session_key = s.session_key
+WHERE d.has_id AND NOT d.yield_requested AND d.slot_since <= $1
+"""
+
+REQUEST_YIELD: Final = """
+WITH asked AS (
+    UPDATE download_session SET yield_requested = true, blocked_by = $2
+    WHERE session_key = $1 AND state = 1 AND NOT yield_requested
+    RETURNING 1
+)
+UPDATE queue_state SET preemptions_total = preemptions_total + (SELECT count(*) FROM asked)
+"""
+
+# The yielder waits again with its arrival but without its aging (R-PREEMPT-2), and the
+# head it yielded to is marked at once so that it takes the slot on its next poll.
+REQUEUE_YIELDER: Final = """
+WITH yielder AS (
+    UPDATE download_session
+    SET state = 0, yield_requested = false, order_key = $2, aging_since = $3,
+        promote_at = $4, waiting_since = $3, check_at = $5, no_show_at = $6,
+        marked = false, mark_backup = false
+    WHERE session_key = $1 AND state = 1
+    RETURNING blocked_by
+)
+UPDATE download_session AS h SET marked = true, mark_backup = false
+FROM yielder WHERE h.session_key = yielder.blocked_by AND h.state = 0
 """
 
 ACTIVE_BY_PRINCIPAL: Final = """
@@ -412,6 +468,6 @@ GROUP BY d.base_class, d.state
 
 COUNTERS: Final = """
 SELECT completed_total, no_shows_total, idle_releases_total, reaped_total, fleet_rate,
-       finish_table
+       finish_table, preemptions_total
 FROM queue_state
 """
