@@ -7,6 +7,7 @@ duration, so scheduling never takes more than a tenth of the event loop.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable
 
 import anyio
@@ -14,6 +15,8 @@ import anyio
 from ._port import DownloadScheduler
 
 __all__ = ["BASE_TICK_SECONDS", "next_tick_delay", "run_tick_loop"]
+
+log = logging.getLogger("arkvory_sched")
 
 BASE_TICK_SECONDS = 0.5
 
@@ -28,7 +31,16 @@ async def run_tick_loop(
     *,
     sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
 ) -> None:
-    """Tick forever (until cancelled); the caller owns the task (e.g. an ASGI lifespan)."""
+    """Tick forever (until cancelled); the caller owns the task (e.g. an ASGI lifespan).
+
+    A tick that raises is logged and the loop goes on: a server whose tick loop died
+    would keep answering while nothing expires, frees or marks any more.
+    """
     while True:
-        report = await scheduler.tick()
+        try:
+            report = await scheduler.tick()
+        except Exception:
+            log.exception("scheduler tick failed; ticking on")
+            await sleep(BASE_TICK_SECONDS)
+            continue
         await sleep(report.next_tick_in)

@@ -9,6 +9,7 @@ the only clock leases use — instead of sleeping.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
 
 import anyio
 import asyncpg
@@ -358,3 +359,25 @@ async def test_a_bulk_protocol_client_yields_its_slot_to_a_waiting_person(
     assert stats.preemptions_total == 1
     assert (stats.active, stats.waiting) == (1, 1)
     await scheduler.report(started.grant, Interrupted())
+
+
+async def test_a_delivery_record_lost_to_an_outage_is_written_on_a_later_tick(
+    connect: Connect, db: asyncpg.Connection, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    scheduler = await connect(node_id="node-a", settings=settings(sessions=1))
+    decision = await scheduler.admit(download("ci", "dl-1"))
+    assert isinstance(decision, Admitted)
+    record = scheduler._record_delivery
+    failures = [asyncpg.ConnectionDoesNotExistError("connection was closed mid-operation")]
+
+    async def dropped_once(*args: Any) -> None:
+        if failures:  # the connection dies under the first write, as in a restart
+            raise failures.pop()
+        await record(*args)
+
+    monkeypatch.setattr(scheduler, "_record_delivery", dropped_once)
+    await scheduler.report(decision.grant, Delivered(ByteRange(0, SIZE, RangeKind.FULL)))
+    assert await active_slots(db) == 1, "the record could not be written"
+    await scheduler.tick()
+    assert await active_slots(db) == 0, "written late, the delivery completed the session"
+    assert (await scheduler.stats()).completed_total == 1

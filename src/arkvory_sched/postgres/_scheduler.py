@@ -26,6 +26,7 @@ import os
 import secrets
 import socket
 import time
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -93,6 +94,7 @@ log = logging.getLogger("arkvory_sched.postgres")
 DATABASE_ERRORS: tuple[type[BaseException], ...] = (
     asyncpg.PostgresError,
     asyncpg.InterfaceError,
+    asyncpg.InternalClientError,  # a connection terminated mid-query (asyncpg #1069)
     OSError,
     TimeoutError,
 )
@@ -103,6 +105,7 @@ HEARTBEAT_SECONDS = 1.0
 SETTINGS_REFRESH_SECONDS = 10.0  # R-SET-3
 TICKET_KEY_RETRY_SECONDS = 30.0  # R-TICKET-4
 STORAGE_RETRY_AFTER = 2
+UNRECORDED_LIMIT = 4096  # delivery records kept through an outage, then the oldest go
 _SIZE_UNIT = 16 * 1024 * 1024
 
 
@@ -167,6 +170,7 @@ class PostgresScheduler(DownloadScheduler):
         )
         self._leases = LeaseCache(max_trust=min(2.0, lease_seconds / 3))
         self._grants: dict[int, _SessionGrant] = {}
+        self._unrecorded: deque[tuple[Lease, ByteRange, float]] = deque(maxlen=UNRECORDED_LIMIT)
         self._next_token = 0
         self._closed = False
         self._changed = anyio.Event()
@@ -741,10 +745,21 @@ class PostgresScheduler(DownloadScheduler):
                 else:
                     await self._record_delivery(conn, lease, counted, now)
         except DATABASE_ERRORS as error:
-            # The bytes were sent; only the record is lost. The session then ends by
-            # its idle timer instead of at once — never by a wrong completion.
+            # The bytes were sent; only the record is missing. It is written on a later
+            # tick (fenced by the same token, so a late write is as safe as a prompt
+            # one); until then the session keeps its slot rather than completing wrongly.
             self._trouble(error)
+            if counted is not None:
+                self._unrecorded.append((lease, counted, now))
         self._notify()
+
+    async def _record_late_deliveries(self, conn: asyncpg.Connection) -> None:
+        """Write delivery records a database outage kept from ``report``, oldest first."""
+        while self._unrecorded:
+            lease, counted, at = self._unrecorded[0]
+            async with conn.transaction():
+                await self._record_delivery(conn, lease, counted, at)
+            self._unrecorded.popleft()
 
     async def _record_delivery(
         self, conn: asyncpg.Connection, lease: Lease, counted: ByteRange, now: float
@@ -813,6 +828,7 @@ class PostgresScheduler(DownloadScheduler):
                 await self._prepare()
             async with self._acquire() as conn:
                 await self._fleet_duties(conn)
+                await self._record_late_deliveries(conn)
                 if await self._leader.elect(conn):
                     outcome = await self._leader.tick(
                         conn,
@@ -828,6 +844,12 @@ class PostgresScheduler(DownloadScheduler):
                     for key in outcome.released:
                         self._leases.forget(key)
         except DATABASE_ERRORS as error:
+            self._trouble(error)
+            self._leader.step_down()
+        except Exception as error:
+            # Whatever went wrong, the next tick must run: a process whose tick loop
+            # died keeps answering but never renews, reaps or marks again.
+            log.exception("tick failed on node %s", self._node)
             self._trouble(error)
             self._leader.step_down()
         self._leases.drop_untrusted_idle()
