@@ -69,6 +69,8 @@ CREATE INDEX download_session_aging ON download_session (promote_at)
     WHERE state = 0 AND promote_at IS NOT NULL;
 CREATE INDEX download_session_paused ON download_session (paused_until) WHERE state = 2;
 CREATE INDEX download_session_principal ON download_session (principal, state);
+CREATE INDEX download_session_blocked ON download_session (blocked_by)
+    WHERE blocked_by IS NOT NULL;
 
 -- Round-robin between principals within a class: a principal's k-th waiter gets the
 -- turn k rounds after the current one (the same rule as the in-memory fair queue).

@@ -120,10 +120,12 @@ class QueueLeader:
                 await conn.execute(sql.FORGET_OLD_ROUNDS)
             lengths = [0] * CLASS_COUNT
             waiting_bytes = 0.0
+            sessions = 0
             for row in await conn.fetch(sql.QUEUE_SHAPE):
                 lengths[row["queue_rank"]] = row["n"]
                 waiting_bytes += row["bytes"]
-            await conn.execute(sql.STORE_SHAPE, lengths, waiting_bytes)
+                sessions += row["sessions"]
+            await conn.execute(sql.STORE_SHAPE, lengths, waiting_bytes, sessions)
             idle_classes = [rank for rank in range(CLASS_COUNT) if not lengths[rank]]
             await conn.execute(sql.CATCH_UP_IDLE_CLASSES, idle_classes)
             await conn.execute(sql.UNBLOCK_YIELDERS)

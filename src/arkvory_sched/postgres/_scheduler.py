@@ -27,7 +27,7 @@ import secrets
 import socket
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -105,6 +105,7 @@ HEARTBEAT_SECONDS = 1.0
 SETTINGS_REFRESH_SECONDS = 10.0  # R-SET-3
 TICKET_KEY_RETRY_SECONDS = 30.0  # R-TICKET-4
 STORAGE_RETRY_AFTER = 2
+NEWCOMER_COUNT_CAP = 1024  # a newcomer's waiters-ahead count stops here
 UNRECORDED_LIMIT = 4096  # delivery records kept through an outage, then the oldest go
 _SIZE_UNIT = 16 * 1024 * 1024
 
@@ -282,6 +283,7 @@ class PostgresScheduler(DownloadScheduler):
                 max_size=self._pool_size,
                 server_settings={"search_path": self._schema},
                 command_timeout=5.0,
+                reset=_light_reset,
             )
         try:
             await self._prepare()
@@ -297,6 +299,7 @@ class PostgresScheduler(DownloadScheduler):
         await self.refresh_settings()
         async with self._acquire() as conn:
             await conn.execute(sql.ENSURE_SLOTS, self._settings.sessions)
+            await conn.execute(sql.ANALYZE_SLOTS)
             await conn.execute(sql.HEARTBEAT, self._node, 0.0)
         self._next_heartbeat = time.monotonic() + HEARTBEAT_SECONDS
         self._prepared = True
@@ -510,12 +513,18 @@ class PostgresScheduler(DownloadScheduler):
                 check_at + NO_SHOW_MARGIN_SECONDS,
             )
             if seq is not None and not await conn.fetchval(sql.OTHERS_WAITING, key):
-                row = await conn.fetchrow(sql.SESSION_WITH_LEASE, key)
-                lease = await self._claim(conn, key, row, now)
+                known = {
+                    "base_class": rank,
+                    "object_size": request.object_size,
+                    "arrival_wall_ms": arrival_ms,
+                }
+                lease = await self._claim(conn, key, known, now, savepoint=False)
         if lease is not None:
             self._invalidate()
             return self._admit_range(lease, request.effective_range)
-        return await self._queued(conn, key, cls, now, newcomer=seq is not None)
+        if seq is None:  # another process inserted it a moment ago: an ordinary return
+            return await self._queued(conn, key, cls, now, newcomer=False)
+        return await self._queued(conn, key, cls, now, newcomer=True, arrival_ms=arrival_ms)
 
     async def _resume(
         self, conn: asyncpg.Connection, key: bytes, row: asyncpg.Record, now: float
@@ -554,13 +563,25 @@ class PostgresScheduler(DownloadScheduler):
         return now - snapshot.last_release >= BACKUP_GRACE_SECONDS
 
     async def _claim(
-        self, conn: asyncpg.Connection, key: bytes, row: asyncpg.Record, now: float
+        self,
+        conn: asyncpg.Connection,
+        key: bytes,
+        row: asyncpg.Record | Mapping[str, Any],
+        now: float,
+        *,
+        savepoint: bool = True,
     ) -> Lease | None:
-        """Take a free slot for ``key`` in one statement; None when none is free."""
+        """Take a free slot for ``key`` in one statement; None when none is free.
+
+        ``row`` needs the session's ``base_class``, ``object_size`` and
+        ``arrival_wall_ms``. The savepoint lets a lost race for an existing session end
+        without aborting the caller's transaction; a session inserted by the caller's
+        own transaction cannot be raced, so it needs none.
+        """
         settings = self._settings
         cls = DownloadClass.by_rank(row["base_class"])
         try:
-            async with conn.transaction():  # a savepoint: a lost race must not abort the caller
+            async with conn.transaction() if savepoint else contextlib.nullcontext():
                 claimed = await conn.fetchrow(
                     sql.CLAIM_SLOT,
                     key,
@@ -624,13 +645,26 @@ class PostgresScheduler(DownloadScheduler):
         now: float,
         *,
         newcomer: bool,
+        arrival_ms: int | None = None,
     ) -> Decision:
-        row = await conn.fetchrow(sql.POSITION, key)
+        """The answer to a waiting session: place, estimate, when to ask again.
+
+        A newcomer's place is only announced from its first poll on (R-EST-3), so its
+        count of waiters ahead stops at ``NEWCOMER_COUNT_CAP`` and the class length
+        stands in beyond: the estimate costs the same at the end of a long queue.
+        """
+        if newcomer:
+            row = await conn.fetchrow(sql.POSITION_CAPPED, key, NEWCOMER_COUNT_CAP)
+        else:
+            row = await conn.fetchrow(sql.POSITION, key)
         if row is None:  # activated or released by another process a moment ago
             return self._reject(RejectReason.STORAGE_UNAVAILABLE, 1, cls)
         snapshot = await self._queue_snapshot(conn)
+        own_ahead = row["own_ahead"]
+        if newcomer and own_ahead >= NEWCOMER_COUNT_CAP:
+            own_ahead = max(own_ahead, snapshot.class_lengths[row["queue_rank"]])
         ahead = stride_ahead(
-            row["own_ahead"],
+            own_ahead,
             row["queue_rank"],
             snapshot.passes,
             snapshot.class_lengths,
@@ -650,7 +684,8 @@ class PostgresScheduler(DownloadScheduler):
         )
         check_at = now + delay
         no_show_at = check_at + max(NO_SHOW_MARGIN_SECONDS, delay)
-        await conn.execute(sql.RECORD_CHECK, key, check_at, no_show_at, None if newcomer else start)
+        if not newcomer:  # a newcomer's row already says exactly this
+            await conn.execute(sql.RECORD_CHECK, key, check_at, no_show_at, start)
         spread = max(ESTIMATE_MIN_SPREAD_SECONDS, ESTIMATE_SPREAD * wait)
         return Queued(
             position=None if newcomer else ahead + 1,
@@ -660,15 +695,18 @@ class PostgresScheduler(DownloadScheduler):
             check_at=check_at,
             retry_after=max(1, math.ceil(delay)),
             download_class=cls,
-            ticket=await self._session_ticket(conn, key, now),
+            ticket=await self._session_ticket(conn, key, now, arrival_ms),
         )
 
-    async def _session_ticket(self, conn: asyncpg.Connection, key: bytes, now: float) -> str | None:
+    async def _session_ticket(
+        self, conn: asyncpg.Connection, key: bytes, now: float, arrival_ms: int | None
+    ) -> str | None:
         if self._signer is None:
             return None
-        arrival_ms = await conn.fetchval(
-            "SELECT arrival_wall_ms FROM download_session WHERE session_key = $1", key
-        )
+        if arrival_ms is None:
+            arrival_ms = await conn.fetchval(
+                "SELECT arrival_wall_ms FROM download_session WHERE session_key = $1", key
+            )
         if arrival_ms is None:
             return None
         return self._signer.issue(key, arrival_ms, max(int(now * 1000), arrival_ms))
@@ -858,7 +896,9 @@ class PostgresScheduler(DownloadScheduler):
         self._invalidate()
         return TickReport(
             duration=duration,
-            next_tick_in=next_tick_delay(duration),
+            # Database waits, not CPU: tick at least once a heartbeat, so a slow tick
+            # never lets the leader lease (3 s) run out between two ticks.
+            next_tick_in=min(next_tick_delay(duration), HEARTBEAT_SECONDS),
             expired=expired,
             marked=marked,
             preempted=preempted,
@@ -953,6 +993,7 @@ class PostgresScheduler(DownloadScheduler):
         await self._requests.configure(self._per_request_settings(settings))
         async with self._acquire() as conn:
             await conn.execute(sql.ENSURE_SLOTS, settings.sessions)
+            await conn.execute(sql.ANALYZE_SLOTS)
             if (
                 settings.strategy is not current.strategy
                 or settings.aging_minutes != current.aging_minutes
@@ -1113,3 +1154,10 @@ def replace_environment_only(
         hold_seconds=current.hold_seconds,
         max_downloads=current.max_downloads,
     )
+
+
+async def _light_reset(conn: asyncpg.Connection) -> None:
+    """What a returned connection needs: no open transaction. The scheduler sets no
+    session state, so asyncpg's full reset (a round trip per release) is not needed."""
+    if conn.is_in_transaction():
+        await conn.execute("ROLLBACK")

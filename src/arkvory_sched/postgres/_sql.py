@@ -25,6 +25,10 @@ ON CONFLICT (slot_no) DO NOTHING
 # ``reserve`` are for interactive sessions only (R-CLASS-3); interactive sessions take
 # them last. The session update in the same statement keeps state and slot in step;
 # UNIQUE(session_key) makes a second concurrent claim of one session fail.
+# The slot table is tiny and changes size only here: without statistics the planner
+# would join it to the sessions the wrong way round until autovacuum gets to it.
+ANALYZE_SLOTS: Final = "ANALYZE download_slot"
+
 CLAIM_SLOT: Final = """
 WITH free AS (
     SELECT slot_no FROM download_slot
@@ -131,6 +135,18 @@ ON CONFLICT (session_key) DO NOTHING
 RETURNING seq
 """
 
+POSITION_CAPPED: Final = """
+SELECT d.queue_rank, d.marked,
+       (SELECT count(*) FROM (
+            SELECT 1 FROM download_session AS w
+            WHERE w.state = 0 AND w.queue_rank = d.queue_rank
+              AND (w.order_key, w.arrival, w.seq) < (d.order_key, d.arrival, d.seq)
+            LIMIT $2) AS capped) AS own_ahead,
+       d.first_estimate
+FROM download_session AS d
+WHERE d.session_key = $1 AND d.state = 0
+"""
+
 RESUME_PAUSED: Final = """
 UPDATE download_session
 SET state = 0, queue_rank = base_class, order_key = $2, aging_since = $3, promote_at = $4,
@@ -164,8 +180,11 @@ FROM queue_state AS q
 """
 
 QUEUE_SHAPE: Final = """
-SELECT queue_rank, count(*) AS n, coalesce(sum(object_size), 0)::float8 AS bytes
-FROM download_session WHERE state = 0 GROUP BY queue_rank
+SELECT queue_rank,
+       count(*) FILTER (WHERE state = 0) AS n,
+       coalesce(sum(object_size) FILTER (WHERE state = 0), 0)::float8 AS bytes,
+       count(*) AS sessions
+FROM download_session GROUP BY queue_rank
 """
 
 # A class that had nobody waiting must not bank credit for the idle time (as in
@@ -179,8 +198,7 @@ WHERE queue_rank = ANY($1::smallint[])
 """
 
 STORE_SHAPE: Final = """
-UPDATE queue_state SET class_lengths = $1, waiting_bytes = $2,
-    session_count = (SELECT count(*) FROM download_session)
+UPDATE queue_state SET class_lengths = $1, waiting_bytes = $2, session_count = $3
 """
 
 RECORD_CHECK: Final = """
