@@ -10,7 +10,7 @@ $(BIN)/.installed: pyproject.toml
 	$(BIN)/pip install --quiet -e '.[test]'
 	touch $@
 
-.PHONY: install run test lint simulate bench bench-http clean
+.PHONY: install run test lint simulate bench bench-http bench-pg clean
 install: $(BIN)/.installed
 
 EXAMPLE_DIR := examples/artifacts
@@ -44,6 +44,11 @@ bench: install
 # Needs wrk (Debian/Ubuntu: apt-get install wrk); see benchmarks/README.md.
 bench-http: install
 	$(BIN)/python -m benchmarks.http_bench
+
+# Needs PostgreSQL: $ARKVORY_TEST_DATABASE_URL, default postgresql://postgres@127.0.0.1:5432/test;
+# see benchmarks/README.md.
+bench-pg: install
+	$(BIN)/python -m benchmarks.pg_bench
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache

@@ -1,0 +1,407 @@
+"""Helpers of ``pg_bench``: the admitting worker processes and the SQL queue fill.
+
+A worker is one OS process with its own ``PostgresScheduler.connect(...)`` (its own pool,
+node id and tick loop), as one server process of a fleet would be. The parent starts
+three of them with the ``spawn`` method, waits until every one is connected and warm,
+and then gives them a common start time on the system-wide monotonic clock, so the
+measured windows of the three processes coincide.
+
+The fill writes the rows a newcomer's ``admit`` writes (``INSERT_SESSION`` plus the
+round-robin turn of ``NEXT_TAG``), for the downloads of ``core_bench.Workload``, with
+``COPY``: admitting 65,536 sessions one by one would take minutes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import os
+import time
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
+from typing import Any
+
+import asyncpg
+
+from arkvory_sched import (
+    Admitted,
+    ByteRange,
+    Delivered,
+    Queued,
+    Rejected,
+    SchedulerSettings,
+    applied_class,
+    default_class,
+)
+from arkvory_sched._session import session_key
+from arkvory_sched.postgres import PostgresScheduler
+from arkvory_sched.postgres import _sql as sql
+from benchmarks.core_bench import Workload
+
+__all__ = [
+    "CLAIM",
+    "KINDS",
+    "LoadResult",
+    "LoadSpec",
+    "fill_waiting",
+    "index_base",
+    "run_worker",
+]
+
+ADMITTED = "admitted"  # newcomers on an empty queue: each gets a slot, then completes
+QUEUED = "queued"  # newcomers behind a filled queue: each is answered Queued
+CLAIM = "claim"  # the bare CLAIM_SLOT statement and RELEASE_SLOT, no scheduler
+KINDS = (ADMITTED, QUEUED, CLAIM)
+
+TICK_SECONDS = 0.5
+POOL_SIZE = 8
+WARM_ADMISSIONS = 20  # per task, before the ready signal (connections, statement cache)
+PER_PROCESS = 10_000_000  # download indices per worker process
+PER_TASK = 1_000_000  # download indices per task of a worker
+
+
+def index_base(kind: str, process: int, task: int) -> int:
+    """First download index of one task; every task of every phase has its own range."""
+    return (1 + KINDS.index(kind)) * 100 * PER_PROCESS + process * PER_PROCESS + task * PER_TASK
+
+
+@dataclass(frozen=True, slots=True)
+class LoadSpec:
+    kind: str
+    dsn: str
+    schema: str
+    settings: SchedulerSettings
+    process: int
+    tasks: int
+    workload_size: int  # core_bench.Workload(workload_size): its principals and requests
+
+
+@dataclass(slots=True)
+class LoadResult:
+    process: int
+    admit_ms: list[float] = field(default_factory=list)
+    report_ms: list[float] = field(default_factory=list)
+    answers: Counter[str] = field(default_factory=Counter)
+    tick_ms: list[float] = field(default_factory=list)
+    led: bool = False
+    window: float = 0.0  # seconds the measured window lasted in this process
+    cpu_seconds: float = 0.0  # this process's CPU time from the window's start to its end
+    errors: list[str] = field(default_factory=list)
+
+
+# ====================================================================== worker process
+def run_worker(spec: LoadSpec, pipe: Connection) -> None:
+    """Process entry point: connect, warm up, say ready, run the window, send results."""
+    try:
+        result = asyncio.run(_worker(spec, pipe))
+    except BaseException as error:  # report instead of leaving the parent waiting
+        result = LoadResult(spec.process, errors=[f"{type(error).__name__}: {error}"])
+        pipe.send(("ready", None))
+    pipe.send(("result", result))
+    pipe.close()
+
+
+async def _worker(spec: LoadSpec, pipe: Connection) -> LoadResult:
+    result = LoadResult(spec.process)
+    if spec.kind == CLAIM:
+        return await _claim_worker(spec, pipe, result)
+    scheduler = await PostgresScheduler.connect(
+        spec.dsn,
+        schema=spec.schema,
+        settings=spec.settings,
+        node_id=f"bench-{os.getpid()}-{spec.process}",
+        pool_size=POOL_SIZE,
+    )
+    workload = Workload(spec.workload_size)
+    stop = asyncio.Event()
+    ticker = asyncio.create_task(_tick_loop(scheduler, stop, result))
+    try:
+        counters = [index_base(spec.kind, spec.process, task) for task in range(spec.tasks)]
+        # Warm-up: connections open, statements prepared, the code paths run once.
+        for _ in range(WARM_ADMISSIONS):
+            await asyncio.gather(
+                *(
+                    _admit_one(scheduler, workload, spec.kind, counters, task, None)
+                    for task in range(spec.tasks)
+                )
+            )
+        start, end = await _handshake(pipe)
+        marker = asyncio.create_task(_cpu_at(start))
+        await asyncio.gather(
+            *(
+                _admit_loop(scheduler, workload, spec.kind, counters, task, start, end, result)
+                for task in range(spec.tasks)
+            )
+        )
+        result.cpu_seconds = time.process_time() - await marker
+        result.window = end - start
+        result.led = result.led or scheduler.is_leader
+    finally:
+        stop.set()
+        await ticker
+        await scheduler.disconnect()
+    return result
+
+
+async def _handshake(pipe: Connection) -> tuple[float, float]:
+    """Tell the parent this process is ready, wait for the common start, return the
+    measured window (monotonic): load runs from the start, warm-up first."""
+    pipe.send(("ready", None))
+    _, go, start, end = await asyncio.to_thread(pipe.recv)
+    delay = go - time.monotonic()
+    if delay > 0:
+        await asyncio.sleep(delay)
+    return float(start), float(end)
+
+
+async def _cpu_at(moment: float) -> float:
+    """This process's CPU time at ``moment`` (monotonic)."""
+    await asyncio.sleep(max(0.0, moment - time.monotonic()))
+    return time.process_time()
+
+
+async def _tick_loop(scheduler: PostgresScheduler, stop: asyncio.Event, result: LoadResult) -> None:
+    """The tick every process runs (as the middleware's lifespan does), timed."""
+    while not stop.is_set():
+        started = time.perf_counter()
+        report = await scheduler.tick()
+        result.tick_ms.append(1000 * (time.perf_counter() - started))
+        result.led = result.led or scheduler.is_leader
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), report.next_tick_in)
+
+
+async def _admit_loop(
+    scheduler: PostgresScheduler,
+    workload: Workload,
+    kind: str,
+    counters: list[int],
+    task: int,
+    start: float,
+    end: float,
+    result: LoadResult,
+) -> None:
+    while (now := time.monotonic()) < end:
+        await _admit_one(
+            scheduler, workload, kind, counters, task, result if now >= start else None
+        )
+
+
+async def _admit_one(
+    scheduler: PostgresScheduler,
+    workload: Workload,
+    kind: str,
+    counters: list[int],
+    task: int,
+    result: LoadResult | None,
+) -> None:
+    """One newcomer: ``admit`` timed; when admitted, the whole object reported, timed."""
+    index = counters[task]
+    counters[task] += 1
+    request = workload.request(index)
+    started = time.perf_counter()
+    decision = await scheduler.admit(request)
+    admitted = time.perf_counter()
+    if isinstance(decision, Admitted):
+        answer = "admitted"
+        await scheduler.report(decision.grant, Delivered(ByteRange(0, request.object_size)))
+    elif isinstance(decision, Queued):
+        answer = "queued"
+    else:
+        assert isinstance(decision, Rejected)
+        answer = f"rejected: {decision.reason.value}"
+    reported = time.perf_counter()
+    if result is not None:
+        result.answers[answer] += 1
+        result.admit_ms.append(1000 * (admitted - started))
+        if isinstance(decision, Admitted):
+            result.report_ms.append(1000 * (reported - admitted))
+
+
+# ====================================================================== the bare claim
+async def _claim_worker(spec: LoadSpec, pipe: Connection, result: LoadResult) -> LoadResult:
+    """The floor: ``CLAIM_SLOT`` then ``RELEASE_SLOT`` on a session row of each task's
+    own, each statement in autocommit, on a plain asyncpg pool."""
+    pool = await asyncpg.create_pool(
+        spec.dsn,
+        min_size=spec.tasks,
+        max_size=spec.tasks,
+        server_settings={"search_path": spec.schema},
+    )
+    try:
+        keys = [
+            index_base(CLAIM, spec.process, task).to_bytes(16, "big") for task in range(spec.tasks)
+        ]
+        async with pool.acquire() as conn:
+            await conn.execute(sql.ENSURE_SLOTS, spec.settings.sessions)
+            now = time.time()
+            for key in keys:
+                await conn.execute(
+                    sql.INSERT_SESSION,
+                    key,
+                    f"claim-{spec.process}",
+                    1,
+                    True,
+                    1 << 30,
+                    now,
+                    int(now * 1000),
+                    1.0,
+                    now,
+                    None,
+                    now,
+                    now + 3600,
+                )
+        node = f"bench-claim-{os.getpid()}"
+
+        async def cycle(key: bytes, measured: bool) -> None:
+            async with pool.acquire() as conn:
+                started = time.perf_counter()
+                row = await conn.fetchrow(
+                    sql.CLAIM_SLOT,
+                    key,
+                    spec.settings.sessions,
+                    True,
+                    spec.settings.reserve,
+                    node,
+                    10.0,
+                    time.time(),
+                )
+                claimed = time.perf_counter()
+                if row is None:
+                    result.answers["no free slot"] += measured
+                    return
+                await conn.execute(sql.RELEASE_SLOT, row["slot_no"], row["lease_token"], key)
+                released = time.perf_counter()
+            if measured:
+                result.answers["claimed"] += 1
+                result.admit_ms.append(1000 * (claimed - started))
+                result.report_ms.append(1000 * (released - claimed))
+
+        for _ in range(WARM_ADMISSIONS):
+            await asyncio.gather(*(cycle(key, False) for key in keys))
+        start, end = await _handshake(pipe)
+        marker = asyncio.create_task(_cpu_at(start))
+
+        async def loop(key: bytes) -> None:
+            while (now := time.monotonic()) < end:
+                await cycle(key, now >= start)
+
+        await asyncio.gather(*(loop(key) for key in keys))
+        result.cpu_seconds = time.process_time() - await marker
+        result.window = end - start
+    finally:
+        await pool.close()
+    return result
+
+
+# ====================================================================== queue fill
+_FILL_COLUMNS = (
+    "session_key",
+    "principal",
+    "base_class",
+    "queue_rank",
+    "has_id",
+    "object_size",
+    "state",
+    "arrival",
+    "arrival_wall_ms",
+    "order_key",
+    "aging_since",
+    "promote_at",
+    "waiting_since",
+    "check_at",
+    "no_show_at",
+    "first_estimate",
+    "last_activity",
+)
+ARRIVAL_SPREAD = 300.0  # arrivals spread over the last check period, as in core_bench
+CHECK_PERIOD = 300.0  # far-back waiters are told to come back after 300 s
+
+
+def fill_rows(
+    workload: Workload, indices: Iterable[int], now: float, aging_seconds: float
+) -> tuple[list[tuple[Any, ...]], dict[tuple[int, str], int]]:
+    """Rows for ``download_session`` and the principals' round-robin turns.
+
+    Each row is what a newcomer's ``admit`` writes (``INSERT_SESSION`` with the tag of
+    ``NEXT_TAG``: a principal's k-th waiter in a class gets turn k of the current round)
+    after the waiter polled once: ``check_at`` as ``RECORD_CHECK`` writes it for a client
+    told to come back in 300 s, polls spread evenly over the last 300 s.
+    """
+    rows: list[tuple[Any, ...]] = []
+    turns: dict[tuple[int, str], int] = {}
+    indices = list(indices)
+    count = max(1, len(indices))
+    for position, index in enumerate(indices):
+        request = workload.request(index)
+        rank = applied_class(default_class(request.principal_kind), request.requested_class).rank
+        turn = (rank, request.principal)
+        tag = turns.get(turn, 0) + 1
+        turns[turn] = tag
+        arrival = now - ARRIVAL_SPREAD + ARRIVAL_SPREAD * position / count
+        key = session_key(
+            request.principal, request.object_id, request.download_id, request.client_address
+        )
+        polled = now - CHECK_PERIOD * ((position * 0.618_033_988_75) % 1.0)
+        polled = max(polled, arrival)
+        check_at = polled + CHECK_PERIOD
+        promote_at = arrival + aging_seconds if rank > 1 and aging_seconds > 0 else None
+        rows.append(
+            (
+                key,
+                request.principal,
+                rank,
+                rank,
+                True,
+                request.object_size,
+                0,
+                arrival,
+                math.floor(arrival * 1000),
+                float(tag),
+                arrival,
+                promote_at,
+                arrival,
+                check_at,
+                check_at + CHECK_PERIOD,
+                now + CHECK_PERIOD,
+                polled,
+            )
+        )
+    return rows, turns
+
+
+async def fill_waiting(
+    conn: asyncpg.Connection,
+    workload: Workload,
+    indices: Iterable[int],
+    now: float,
+    settings: SchedulerSettings,
+) -> int:
+    """Write waiting sessions for ``indices`` with ``COPY``; VACUUM ANALYZE afterwards
+    (what autovacuum does soon after a bulk insert). Returns the number written."""
+    rows, turns = fill_rows(workload, indices, now, settings.aging_minutes * 60.0)
+    async with conn.transaction():
+        virtual = {
+            row["queue_rank"]: row["virtual_time"]
+            for row in await conn.fetch("SELECT queue_rank, virtual_time FROM class_state")
+        }
+        if any(virtual.values()):
+            rows = [(*row[:9], row[9] + virtual.get(row[3], 0), *row[10:]) for row in rows]
+        await conn.copy_records_to_table(
+            "download_session", records=rows, columns=list(_FILL_COLUMNS)
+        )
+        await conn.executemany(
+            "INSERT INTO principal_round AS p (queue_rank, principal, last_tag) "
+            "VALUES ($1, $2, $3) ON CONFLICT (queue_rank, principal) DO UPDATE "
+            "SET last_tag = greatest(p.last_tag, excluded.last_tag)",
+            [(rank, who, virtual.get(rank, 0) + tag) for (rank, who), tag in turns.items()],
+        )
+    # What autovacuum does soon after a bulk insert, for every table of the queue.
+    await conn.execute(
+        "VACUUM (ANALYZE) download_session, principal_round, download_slot, class_state, "
+        "queue_state, fleet_node, queue_leader"
+    )
+    return len(rows)
