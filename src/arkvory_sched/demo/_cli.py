@@ -206,6 +206,16 @@ def _port(text: str) -> int:
     return value
 
 
+def _lease_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected seconds, e.g. 10") from None
+    if not 1.0 <= value <= 3600.0:
+        raise argparse.ArgumentTypeError(f"{text!r}: a lease lasts 1 to 3600 seconds")
+    return value
+
+
 def _file_count(text: str) -> int:
     try:
         value = int(text)
@@ -257,7 +267,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.add_argument(
         "--lease-seconds",
-        type=float,
+        type=_lease_seconds,
         default=10.0,
         metavar="SECONDS",
         help="with --dsn: how long a slot lease lasts without renewal (default 10)",
