@@ -1,35 +1,52 @@
-"""The two ASGI apps the HTTP benchmark serves with uvicorn: bare and with the middleware.
+"""The ASGI apps the HTTP benchmark serves with uvicorn: bare and with the middleware.
 
-Both serve the same two objects from memory:
+Both sides run the same host; the wrapped one puts ``DownloadSchedulerMiddleware`` in
+front of it. The host is what an artifact server is, a Starlette file server:
 
-- ``/objects/small.bin``: 1 KiB, below ``session_min_bytes`` (per-request admission);
-- ``/objects/large.bin``: 1 GiB, above it (download sessions). Its bytes are a repeating
-  256-byte pattern (byte ``i`` is ``i % 256``), so nothing of that size is held in memory:
-  every body chunk that starts on a multiple of 256 is the same prebuilt ``bytes`` object.
-
-The app is a raw ASGI callable, the cheapest a host can be, so whatever the middleware
-adds shows at full size. It answers ``200`` or, for one satisfiable ``Range``,
-``206`` with ``Content-Range`` (``416`` when unsatisfiable), sends a strong ``ETag``,
-honours ``If-None-Match`` with ``304``, and streams bodies in chunks of
-:data:`CHUNK_SIZE` (Starlette's ``FileResponse`` chunk size).
+- ``/files/small.bin`` (1 KiB, below ``session_min_bytes``: per-request admission) and
+  ``/files/large.bin`` (64 MiB, above it: download sessions) are files in the directory
+  named by ``ARKVORY_BENCH_ROOT`` (:func:`write_files` creates them). The route answers
+  with Starlette's ``FileResponse``, which opens and reads the file in worker threads in
+  64 KiB chunks and answers ``Range`` with ``206``. Before it, the host looks the file up
+  (``os.stat`` in a worker thread, as ``FileResponse`` does when it is given no stat)
+  and derives ``ETag`` and ``Last-Modified`` the way ``FileResponse`` does. The lookup
+  happens once per request and is remembered in ``scope["state"]``: behind the
+  middleware the resolver does it and the route reuses it, so the two sides do the same
+  work and differ only by the middleware and its resolver.
+- ``/objects/small.bin`` (1 KiB) and ``/objects/large.bin`` (1 GiB) come from memory,
+  served by a raw ASGI app, the cheapest a host can be, so that whatever the middleware
+  adds shows at full size (an informational workload, and the in-process measurements).
+  Their bytes are a repeating 256-byte pattern (byte ``i`` is ``i % 256``), as are the
+  files' bytes, so every body can be checked against :func:`expected_bytes`.
 
 Run one server with ``python -m benchmarks._http_apps bare|wrapped --port N``; it calls
 ``uvicorn.run`` with ``factory=True`` on :func:`bare_app` or :func:`wrapped_app`. The
-``*_timed`` variants add a shim that sums, per object request, the wall time spent in the
-app call and in uvicorn's ``send`` within it; ``GET /_timing`` returns and resets the sums.
+``*_timed`` variants add a shim that sums, per in-memory object request, the wall time
+spent in the app call and in uvicorn's ``send`` within it; ``GET /_timing`` returns and
+resets the sums.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import importlib.util
 import json
+import os
 import re
 import sys
 import time
 from collections.abc import Awaitable, Callable, MutableMapping, Sequence
 from dataclasses import dataclass
+from email.utils import formatdate
+from pathlib import Path
 from typing import Any, Final
+
+import anyio.to_thread
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import FileResponse, PlainTextResponse, Response
+from starlette.routing import Route
 
 from arkvory_sched import (
     DownloadSchedulerMiddleware,
@@ -43,13 +60,18 @@ from arkvory_sched import (
 __all__ = [
     "CHUNK_SIZE",
     "FACTORIES",
+    "FILE_LARGE_PATH",
+    "FILE_LARGE_SIZE",
+    "FILE_SMALL_PATH",
     "LARGE_PATH",
     "LARGE_SIZE",
+    "ROOT_VARIABLE",
     "SMALL_PATH",
     "SMALL_SIZE",
     "TIMING_PATH",
     "bare_app",
     "bare_app_timed",
+    "bare_memory_app",
     "benchmark_settings",
     "default_http",
     "expected_bytes",
@@ -57,6 +79,8 @@ __all__ = [
     "resolve",
     "wrapped_app",
     "wrapped_app_timed",
+    "wrapped_memory_app",
+    "write_files",
 ]
 
 Message = MutableMapping[str, Any]
@@ -73,6 +97,12 @@ SMALL_PATH: Final = "/objects/small.bin"
 LARGE_PATH: Final = "/objects/large.bin"
 SMALL_SIZE: Final = 1 * KIB
 LARGE_SIZE: Final = 1 * GIB
+FILES_PREFIX: Final = "/files/"
+FILE_SMALL_PATH: Final = FILES_PREFIX + "small.bin"
+FILE_LARGE_PATH: Final = FILES_PREFIX + "large.bin"
+FILE_LARGE_SIZE: Final = 64 * MIB
+FILE_SIZES: Final = {"small.bin": SMALL_SIZE, "large.bin": FILE_LARGE_SIZE}
+ROOT_VARIABLE: Final = "ARKVORY_BENCH_ROOT"
 CHUNK_SIZE: Final = 64 * KIB
 PRINCIPAL: Final = "bench-service"
 TIMING_PATH: Final = "/_timing"
@@ -194,6 +224,84 @@ async def _serve_object(scope: Scope, receive: Receive, send: Send) -> None:
     await send({"type": "http.response.body", "body": b""})
 
 
+def write_files(root: Path) -> None:
+    """Create the served files in ``root``, with the pattern bytes, unless they exist."""
+    root.mkdir(parents=True, exist_ok=True)
+    for name, size in FILE_SIZES.items():
+        path = root / name
+        if path.exists() and path.stat().st_size == size:
+            continue
+        with path.open("wb") as file:
+            for offset in range(0, size, MIB):
+                file.write(expected_bytes(offset, min(MIB, size - offset)))
+
+
+@dataclass(frozen=True, slots=True)
+class _File:
+    """The host's metadata of one file, looked up once per request."""
+
+    name: str
+    path: str
+    stat: os.stat_result
+    etag: str
+    last_modified: str
+
+
+_LOOKUP_KEY: Final = "benchmark.file"
+
+
+class _FileHost:
+    """The file routes: the metadata lookup, the Starlette app, and the resolver's half."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.paths = {name: str(root / name) for name in FILE_SIZES}
+        self.app = Starlette(routes=[Route(FILES_PREFIX + "{name}", self.serve)])
+
+    async def lookup(self, scope: Scope) -> _File | None:
+        """Stat the file once per request; the result is kept in ``scope["state"]``."""
+        state: dict[str, Any] | None = scope.get("state")
+        if state is None:
+            state = scope["state"] = {}
+        found: _File | None = state.get(_LOOKUP_KEY)
+        if found is not None:
+            return found
+        name = str(scope["path"]).removeprefix(FILES_PREFIX)
+        path = self.paths.get(name)
+        if path is None:
+            return None
+        try:
+            st = await anyio.to_thread.run_sync(os.stat, path)
+        except FileNotFoundError:
+            return None
+        # The validators FileResponse derives from the same stat.
+        base = f"{st.st_mtime}-{st.st_size}".encode()
+        etag = f'"{hashlib.md5(base, usedforsecurity=False).hexdigest()}"'
+        found = _File(name, path, st, etag, formatdate(st.st_mtime, usegmt=True))
+        state[_LOOKUP_KEY] = found
+        return found
+
+    async def serve(self, request: Request) -> Response:
+        found = await self.lookup(request.scope)
+        if found is None:
+            return PlainTextResponse("not found", status_code=404)
+        headers = {"etag": found.etag, "last-modified": found.last_modified}
+        return FileResponse(found.path, stat_result=found.stat, headers=headers)
+
+    async def target(self, scope: Scope) -> DownloadTarget | None:
+        found = await self.lookup(scope)
+        if found is None:
+            return None
+        return DownloadTarget(
+            principal=PRINCIPAL,
+            principal_kind=PrincipalKind.SERVICE,
+            object_id=found.name,
+            size=found.stat.st_size,
+            etag=found.etag,
+            last_modified=found.last_modified,
+        )
+
+
 async def _lifespan(receive: Receive, send: Send) -> None:
     while True:
         message = await receive()
@@ -204,17 +312,48 @@ async def _lifespan(receive: Receive, send: Send) -> None:
             return
 
 
-async def _app(scope: Scope, receive: Receive, send: Send) -> None:
+async def _memory_app(scope: Scope, receive: Receive, send: Send) -> None:
+    """The in-memory objects alone (in-process measurements)."""
     if scope["type"] == "http":
         await _serve_object(scope, receive, send)
     elif scope["type"] == "lifespan":
         await _lifespan(receive, send)
 
 
-async def resolve(scope: Scope) -> DownloadTarget | None:
-    """The host's resolver: a download target for the two object routes, else ``None``."""
-    obj = _OBJECTS.get(scope["path"])
-    return None if obj is None else obj.target
+def _file_host() -> _FileHost:
+    root = os.environ.get(ROOT_VARIABLE)
+    if not root:
+        raise RuntimeError(f"{ROOT_VARIABLE} must name the directory of the served files")
+    return _FileHost(Path(root))
+
+
+def _host_app(files: _FileHost) -> ASGIApp:
+    """In-memory objects on ``/objects/``, Starlette with the files (and lifespan) else."""
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["path"].startswith("/objects/"):
+            await _serve_object(scope, receive, send)
+        else:
+            await files.app(scope, receive, send)
+
+    return app
+
+
+def _resolver(files: _FileHost | None) -> Callable[[Scope], Awaitable[DownloadTarget | None]]:
+    async def resolve(scope: Scope) -> DownloadTarget | None:
+        """The host's resolver: a download target for the objects and the files."""
+        obj = _OBJECTS.get(scope["path"])
+        if obj is not None:
+            return obj.target
+        if files is not None and scope["path"].startswith(FILES_PREFIX):
+            return await files.target(scope)
+        return None
+
+    return resolve
+
+
+resolve: Final = _resolver(None)
+"""The resolver of the in-memory objects alone."""
 
 
 def benchmark_settings() -> SchedulerSettings:
@@ -233,15 +372,31 @@ def benchmark_settings() -> SchedulerSettings:
     )
 
 
+def _wrap(app: ASGIApp, files: _FileHost | None) -> ASGIApp:
+    """``app`` behind the middleware, tickets on, tick loop in the lifespan."""
+    scheduler = InMemoryDownloadScheduler(benchmark_settings(), ticket_keys=[generate_key()])
+    return DownloadSchedulerMiddleware(app, scheduler=scheduler, resolver=_resolver(files))
+
+
 def bare_app() -> ASGIApp:
-    """The object server alone."""
-    return _app
+    """The host alone: files from ``ARKVORY_BENCH_ROOT`` and the in-memory objects."""
+    return _host_app(_file_host())
 
 
 def wrapped_app() -> ASGIApp:
-    """The object server behind the middleware, tickets on, tick loop in the lifespan."""
-    scheduler = InMemoryDownloadScheduler(benchmark_settings(), ticket_keys=[generate_key()])
-    return DownloadSchedulerMiddleware(_app, scheduler=scheduler, resolver=resolve)
+    """The host behind the middleware."""
+    files = _file_host()
+    return _wrap(_host_app(files), files)
+
+
+def bare_memory_app() -> ASGIApp:
+    """The in-memory objects alone, without the file routes (in-process measurements)."""
+    return _memory_app
+
+
+def wrapped_memory_app() -> ASGIApp:
+    """:func:`bare_memory_app` behind the middleware."""
+    return _wrap(_memory_app, None)
 
 
 def _timed(inner: ASGIApp) -> ASGIApp:

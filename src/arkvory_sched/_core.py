@@ -21,7 +21,7 @@ import math
 import re
 from dataclasses import dataclass, field
 
-from ._classes import DownloadClass, applied_class, default_class
+from ._classes import DownloadClass, PrincipalKind, applied_class, default_class
 from ._clock import Clock
 from ._deadlines import DeadlineBuckets
 from ._exceptions import InvalidRequestError
@@ -56,7 +56,7 @@ from ._session import (
 from ._settings import SchedulerSettings, Strategy
 from ._tickets import TicketSigner
 
-__all__ = ["PendingRequest", "SchedulerCore", "TickOutcome"]
+__all__ = ["GrantState", "PendingRequest", "SchedulerCore", "TickOutcome"]
 
 # Timing constants of the design (SPEC §3, §6, §8). Not settings: they shape the protocol.
 PAUSE_RETENTION_SECONDS = 600.0  # R-SESS-9
@@ -80,7 +80,15 @@ _DOWNLOAD_ID = re.compile(r"[A-Za-z0-9._:~+/=-]+")
 
 
 @dataclass(slots=True)
-class _GrantState:
+class GrantState:
+    """The core's record of one granted response, until it is reported.
+
+    The in-memory fast path for small objects hands it out as the handle of a
+    per-request place (:meth:`SchedulerCore.admit_per_request_now`), so that no
+    ``DownloadRequest``, ``Grant`` or outcome value is built for it.
+    """
+
+    token: int
     session: Session | None  # None for a per-request grant
     byte_range: ByteRange | None
     started: float
@@ -135,7 +143,7 @@ class SchedulerCore:
         self._principals: dict[str, PrincipalRecord] = {}
         self._active: dict[bytes, Session] = {}
         self._active_interactive = 0
-        self._grants: dict[int, _GrantState] = {}
+        self._grants: dict[int, GrantState] = {}
         self._next_token = 0
         self._seq = 0
         self._deadlines = DeadlineBuckets(clock.monotonic())
@@ -199,7 +207,9 @@ class SchedulerCore:
         cls = applied_class(base, request.requested_class)
         uses_sessions = self._uses_sessions(request.object_size)
         key: bytes | None = None
-        if uses_sessions or self._active:  # small objects hash no key while none is active
+        if uses_sessions or self._holds_slot(request.principal):
+            # A small object hashes no key unless its principal holds a slot: only then
+            # can the request belong to an active session (the key contains the principal).
             key = session_key(
                 request.principal, request.object_id, download_id, request.client_address
             )
@@ -235,6 +245,57 @@ class SchedulerCore:
     def _uses_sessions(self, size: int) -> bool:
         settings = self._settings
         return settings.strategy is not Strategy.SHARED and size > settings.session_min_bytes
+
+    def _holds_slot(self, principal: str) -> bool:
+        """Whether ``principal`` has an active session (a dictionary lookup, no hashing)."""
+        if not self._active:
+            return False
+        record = self._principals.get(principal)
+        return record is not None and record.active > 0
+
+    def admit_per_request_now(
+        self,
+        principal: str,
+        principal_kind: PrincipalKind,
+        base_class: DownloadClass | None,
+        requested_class: str | None,
+        download_id: str | None,
+        object_size: int,
+        byte_range: ByteRange | None,
+    ) -> GrantState | None:
+        """Take a free per-request place at once, as :meth:`admit` would; else ``None``.
+
+        The fast path for small objects: the same checks as :meth:`admit` in the same
+        order, but only for the outcome that needs no queue — the object goes per
+        request, its principal holds no slot (so it cannot belong to an active
+        session), the scheduler is open and a place is free. Every other case returns
+        ``None`` and the caller asks :meth:`admit`, which then decides exactly as it
+        always does. Raises :class:`InvalidRequestError` as :meth:`admit` does. The
+        place is given back by :meth:`release_per_request` (exactly once).
+        """
+        if download_id is not None:
+            _validated_download_id(download_id)
+        if base_class is None:
+            base_class = default_class(principal_kind)
+        cls = base_class if requested_class is None else applied_class(base_class, requested_class)
+        settings = self._settings
+        if (
+            self._closed
+            or (
+                settings.strategy is not Strategy.SHARED
+                and object_size > settings.session_min_bytes
+            )
+            or (self._active and self._holds_slot(principal))
+            or not self._requests.try_acquire()
+        ):
+            return None
+        now = self._clock.monotonic()
+        self._next_token += 1
+        token = self._next_token
+        state = GrantState(token, None, byte_range, now, now, download_class=cls)
+        self._grants[token] = state
+        self._counters.admitted += 1
+        return state
 
     def _admit_new(
         self,
@@ -290,7 +351,8 @@ class SchedulerCore:
         session.last_activity = now
         self._next_token += 1
         token = self._next_token
-        self._grants[token] = _GrantState(
+        self._grants[token] = GrantState(
+            token,
             session,
             byte_range,
             now,
@@ -327,7 +389,9 @@ class SchedulerCore:
         started = self._clock.monotonic() if now is None else now
         self._next_token += 1
         token = self._next_token
-        self._grants[token] = _GrantState(None, byte_range, started, started, download_class=cls)
+        self._grants[token] = GrantState(
+            token, None, byte_range, started, started, download_class=cls
+        )
         self._counters.admitted += 1
         return Admitted(Grant(token, "per-request", cls, byte_range))
 
@@ -352,12 +416,10 @@ class SchedulerCore:
         else:
             counted = None
             sent = outcome.bytes_sent
-        self._record_bytes(state, max(0, sent - state.progressed), now)
         session = state.session
         if session is None:
-            duration = max(0.0, now - state.started)
-            self._request_seconds = 0.8 * self._request_seconds + 0.2 * max(duration, 0.01)
-            return self._requests.release()
+            return self._end_per_request(state, sent, now)
+        self._record_bytes(state, max(0, sent - state.progressed), now)
         session.in_flight = max(0, session.in_flight - 1)
         if counted is None and not session.in_flight:
             # Cancelled or failed with nothing else in flight: hold the slot only as
@@ -378,9 +440,39 @@ class SchedulerCore:
             self._complete(session)
         return []
 
+    def release_per_request(self, state: GrantState, sent: int) -> list[int]:
+        """Give back a place of :meth:`admit_per_request_now` after ``sent`` bytes.
+
+        What :meth:`report` does for a per-request grant: ``sent`` is the byte count
+        a ``Delivered`` outcome stands for (the whole object, or the granted range), or
+        the bytes sent before an interruption or failure. A second call is a no-op.
+        Returns the per-request waiters promoted into the freed place.
+        """
+        if self._grants.pop(state.token, None) is None:
+            return []
+        return self._end_per_request(state, sent, self._clock.monotonic())
+
+    def _end_per_request(self, state: GrantState, sent: int, now: float) -> list[int]:
+        # _record_bytes inline, and the smoothing without max() calls: this runs once
+        # per small object, and the state is dropped right after.
+        nbytes = sent - state.progressed
+        if nbytes > 0:
+            self._rate.record(state.last_progress, now, nbytes)
+            self._bytes_by_class[state.download_class.rank] += nbytes
+        duration = now - state.started
+        self._request_seconds = 0.8 * self._request_seconds + 0.2 * (
+            duration if duration > 0.01 else 0.01
+        )
+        return self._requests.release()
+
     def progress(self, grant: Grant, nbytes: int) -> None:
         state = self._grants.get(grant.token)
-        if state is None or nbytes <= 0:
+        if state is not None:
+            self.progress_per_request(state, nbytes)
+
+    def progress_per_request(self, state: GrantState, nbytes: int) -> None:
+        """:meth:`progress` for a place of :meth:`admit_per_request_now` (or any grant state)."""
+        if nbytes <= 0 or state.token not in self._grants:
             return
         now = self._clock.monotonic()
         self._record_bytes(state, nbytes, now)
@@ -388,7 +480,7 @@ class SchedulerCore:
         if state.session is not None:
             state.session.last_activity = now
 
-    def _record_bytes(self, state: _GrantState, nbytes: int, now: float) -> None:
+    def _record_bytes(self, state: GrantState, nbytes: int, now: float) -> None:
         if nbytes <= 0:
             return
         self._rate.record(state.last_progress, now, nbytes)

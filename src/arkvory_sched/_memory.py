@@ -13,9 +13,11 @@ from collections.abc import Awaitable, Callable, Sequence
 
 import anyio
 
+from ._classes import DownloadClass, PrincipalKind
 from ._clock import Clock, SystemClock
-from ._core import PendingRequest, SchedulerCore
+from ._core import GrantState, PendingRequest, SchedulerCore
 from ._model import (
+    ByteRange,
     Decision,
     DeliveryOutcome,
     DownloadRequest,
@@ -123,6 +125,61 @@ class InMemoryDownloadScheduler(DownloadScheduler):
 
     async def progress(self, grant: Grant, nbytes: int) -> None:
         self._core.progress(grant, nbytes)
+
+    # ------------------------------------------------------------ per-request fast path
+    def per_request_fast_path(self) -> bool:
+        """Whether the synchronous per-request methods below may stand in for the port's.
+
+        ``admit_per_request_now``, ``release_per_request`` and ``progress_per_request``
+        decide and account exactly as ``admit``, ``report`` and ``progress`` do for a
+        small object while a place is free, without building the port's values and
+        without an ``await`` (the middleware uses them for every small object). Not so
+        for a subclass that overrides one of the three to observe or change each call,
+        such as a recording test double: every request must then pass through them.
+        """
+        kind, base = type(self), InMemoryDownloadScheduler
+        return (
+            kind.admit is base.admit
+            and kind.report is base.report
+            and kind.progress is base.progress
+        )
+
+    def admit_per_request_now(
+        self,
+        principal: str,
+        principal_kind: PrincipalKind,
+        base_class: DownloadClass | None,
+        requested_class: str | None,
+        download_id: str | None,
+        object_size: int,
+        byte_range: ByteRange | None,
+    ) -> GrantState | None:
+        """A per-request place taken at once, or ``None``: then ``admit`` decides.
+
+        See :meth:`SchedulerCore.admit_per_request_now`; raises
+        :class:`InvalidRequestError` as ``admit`` does.
+        """
+        return self._core.admit_per_request_now(
+            principal,
+            principal_kind,
+            base_class,
+            requested_class,
+            download_id,
+            object_size,
+            byte_range,
+        )
+
+    def release_per_request(self, place: GrantState, sent: int) -> None:
+        """``report`` for a place of :meth:`admit_per_request_now`; ``sent`` as there."""
+        promoted = self._core.release_per_request(place, sent)
+        if promoted:
+            self._wake_requests(promoted)
+        if self._watchers:
+            self._notify()
+
+    def progress_per_request(self, place: GrantState, nbytes: int) -> None:
+        """``progress`` for a place of :meth:`admit_per_request_now`."""
+        self._core.progress_per_request(place, nbytes)
 
     async def wait_for_change(self, timeout: float) -> None:
         changed = self._changed

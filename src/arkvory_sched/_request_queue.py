@@ -51,7 +51,10 @@ class RequestQueue:
 
     def release(self) -> list[int]:
         """Free a place; returns the waiters promoted into freed places (oldest first)."""
-        self.active = max(0, self.active - 1)
+        if self.active > 0:
+            self.active -= 1
+        if not self._waiting:
+            return []  # nobody waits, as for nearly every small object: no promotion loop
         return self.promote()
 
     def promote(self) -> list[int]:

@@ -1,0 +1,459 @@
+"""The middleware's fast path for small objects on the in-memory scheduler.
+
+For a small object, while a per-request place is free, the middleware takes the place
+synchronously (``admit_per_request_now``) and gives it back with a byte count
+(``release_per_request``) instead of building the port's request, grant and outcome
+values. These tests prove that this changes nothing a client or an operator can see:
+every scenario runs twice, once on the fast path and once through the port (a subclass
+that overrides ``report``, which turns the fast path off), and the responses and the
+scheduler's counters must agree. They also prove R-RES-3 on the fast path — every
+place taken is given back exactly once, on completion, disconnect, application error
+and cancellation — and that a waiter is woken by a place the fast path frees.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+from starlette.requests import ClientDisconnect
+
+from arkvory_sched import (
+    ByteRange,
+    DeliveryOutcome,
+    DownloadClass,
+    DownloadRequest,
+    Grant,
+    InMemoryDownloadScheduler,
+    InvalidRequestError,
+    PrincipalKind,
+    SchedulerSettings,
+)
+from arkvory_sched._core import GrantState, SchedulerCore
+from arkvory_sched._middleware import DownloadSchedulerMiddleware
+from arkvory_sched._session import session_key
+from arkvory_sched.testing import FakeClock
+from tests.unit.test_middleware import (
+    BIG,
+    CHUNK,
+    MIB,
+    SMALL,
+    ObjectStore,
+    RawClient,
+    eventually,
+    make_app,
+    make_resolver,
+    scheduler_settings,
+)
+
+MEDIUM = random.Random(11).randbytes(6 * MIB)  # below the session threshold, above progress
+CLASS_HEADER = "arkvory-download-class"
+
+
+@pytest.fixture(scope="module")
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+class PortOnly(InMemoryDownloadScheduler):
+    """The in-memory scheduler seen only through the port: overriding ``report`` (even
+    without changing it) turns the middleware's fast path off."""
+
+    async def report(self, grant: Grant, outcome: DeliveryOutcome) -> None:
+        await super().report(grant, outcome)
+
+
+class CountingFast(InMemoryDownloadScheduler):
+    """The in-memory scheduler, counting the fast path's calls (which keeps it on)."""
+
+    def __init__(self, settings: SchedulerSettings) -> None:
+        super().__init__(settings, clock=FakeClock())
+        self.taken = 0
+        self.released = 0
+
+    def admit_per_request_now(self, *args: Any) -> GrantState | None:
+        place = super().admit_per_request_now(*args)
+        self.taken += place is not None
+        return place
+
+    def release_per_request(self, place: GrantState, sent: int) -> None:
+        self.released += 1
+        super().release_per_request(place, sent)
+
+
+@dataclass
+class Side:
+    scheduler: InMemoryDownloadScheduler
+    store: ObjectStore
+    middleware: DownloadSchedulerMiddleware
+
+    @property
+    def core(self) -> SchedulerCore:
+        return self.scheduler.core
+
+    def client(self) -> httpx.AsyncClient:
+        transport = httpx.ASGITransport(app=self.middleware, client=("192.0.2.10", 40_000))
+        return httpx.AsyncClient(transport=transport, base_url="http://artifacts.test")
+
+    def counters(self) -> tuple[Any, ...]:
+        """Everything the scheduler exposes about per-request admissions."""
+        stats = self.core.stats()
+        return (
+            stats.admitted_total,
+            stats.request_active,
+            stats.request_waiting,
+            stats.active,
+            stats.waiting,
+            self.core.session_count,
+            self.core.grants_in_flight(),
+            dict(stats.rejections_total),
+            {cls: s.bytes_delivered for cls, s in stats.per_class.items()},
+            stats.delivery_rate,
+        )
+
+
+def side(fast: bool, **settings: Any) -> Side:
+    store = ObjectStore(objects={"big": BIG, "small": SMALL, "medium": MEDIUM})
+    values = scheduler_settings(**settings)
+    scheduler: InMemoryDownloadScheduler = (
+        CountingFast(values) if fast else PortOnly(values, clock=FakeClock())
+    )
+    middleware = DownloadSchedulerMiddleware(
+        make_app("starlette", store),
+        scheduler=scheduler,
+        resolver=make_resolver(store),
+        run_ticks=False,
+    )
+    return Side(scheduler, store, middleware)
+
+
+Scenario = Callable[[Side], Awaitable[list[Any]]]
+
+
+async def both(scenario: Scenario, **settings: Any) -> tuple[Side, list[Any]]:
+    """Run ``scenario`` on the fast path and through the port; they must agree."""
+    fast, port = side(True, **settings), side(False, **settings)
+    assert fast.middleware._fast is fast.scheduler
+    assert port.middleware._fast is None
+    seen_fast = [*await scenario(fast), fast.counters()]
+    seen_port = [*await scenario(port), port.counters()]
+    assert seen_fast == seen_port
+    return fast, seen_fast
+
+
+def answer(response: httpx.Response) -> tuple[int, bytes, str | None, bool]:
+    return (
+        response.status_code,
+        response.content,
+        response.headers.get(CLASS_HEADER),
+        "arkvory-queue-ticket" in response.headers,
+    )
+
+
+async def get(side: Side, name: str, **headers: str) -> httpx.Response:
+    async with side.client() as client:
+        sent = {"authorization": "Bearer svc-ci", **headers}
+        return await client.get(f"/objects/{name}", headers=sent)
+
+
+# ====================================================================== which path
+def test_the_plain_in_memory_scheduler_offers_the_fast_path() -> None:
+    assert InMemoryDownloadScheduler(scheduler_settings()).per_request_fast_path()
+
+
+@pytest.mark.parametrize("method", ["admit", "report", "progress"])
+def test_a_subclass_that_observes_the_port_turns_the_fast_path_off(method: str) -> None:
+    async def passthrough(self: InMemoryDownloadScheduler, *args: Any) -> Any:
+        return await getattr(InMemoryDownloadScheduler, method)(self, *args)
+
+    observing = type("Observing", (InMemoryDownloadScheduler,), {method: passthrough})
+    scheduler = observing(scheduler_settings())
+    assert not scheduler.per_request_fast_path()
+    middleware = DownloadSchedulerMiddleware(
+        make_app("starlette", ObjectStore()),
+        scheduler=scheduler,
+        resolver=make_resolver(ObjectStore()),
+    )
+    assert middleware._fast is None
+
+
+def test_replacing_the_scheduler_rechecks_the_fast_path() -> None:
+    store = ObjectStore()
+    middleware = DownloadSchedulerMiddleware(
+        make_app("starlette", store),
+        scheduler=PortOnly(scheduler_settings()),
+        resolver=make_resolver(store),
+    )
+    assert middleware._fast is None
+    plain = InMemoryDownloadScheduler(scheduler_settings())
+    middleware.scheduler = plain
+    assert middleware.scheduler is plain
+    assert middleware._fast is plain
+
+
+# ====================================================================== same answers
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {},
+        {"range": "bytes=100-4195"},
+        {"range": "bytes=-10"},
+        {"arkvory-download-class": "bulk"},
+        {"arkvory-download-class": " Background "},
+        {"arkvory-download-class": "interactive"},  # may not raise its class: stays release
+        {"arkvory-download-id": "dl-7"},
+        {"arkvory-download-id": "dl-7", "arkvory-queue-ticket": "not-a-ticket"},
+        {"arkvory-queue-ticket": "x" * 600},  # too long: ignored
+        {"arkvory-download-id": "bad id"},  # 400
+        {"arkvory-download-id": "x" * 600},  # 400
+        {"arkvory-download-class": "turbo"},  # 400
+        {"if-none-match": '"small-v1"'},  # 304: no place
+        {"range": "bytes=9999999-"},  # 416: no place
+    ],
+)
+async def test_small_object_answers_and_counts_alike(headers: dict[str, str]) -> None:
+    async def scenario(side: Side) -> list[Any]:
+        response = await get(side, "small", **headers)
+        return [answer(response)]
+
+    fast, (status, *_) = await both(scenario)
+    assert fast.core.grants_in_flight() == 0
+    assert fast.core.stats().request_active == 0
+    if status in (200, 206):
+        assert isinstance(fast.scheduler, CountingFast)
+        assert (fast.scheduler.taken, fast.scheduler.released) == (1, 1)
+
+
+@pytest.mark.anyio
+async def test_progress_on_the_fast_path_counts_each_byte_once() -> None:
+    async def scenario(side: Side) -> list[Any]:
+        whole = await get(side, "medium")
+        ranged = await get(side, "medium", range="bytes=1000-5242999")
+        return [answer(whole)[:3], answer(ranged)[:3]]
+
+    fast, _ = await both(scenario)
+    delivered = fast.core.stats().per_class[DownloadClass.RELEASE].bytes_delivered
+    assert delivered == len(MEDIUM) + 5_242_000
+
+
+@pytest.mark.anyio
+async def test_small_object_of_a_principal_with_an_active_session_goes_through_admit() -> None:
+    """The fast path steps aside whenever the request could belong to an active session."""
+
+    async def scenario(side: Side) -> list[Any]:
+        first = await get(side, "big", range=f"bytes=0-{MIB - 1}", **{"arkvory-download-id": "a"})
+        small = await get(side, "small")
+        return [answer(first)[:3], answer(small)]
+
+    fast, _ = await both(scenario)
+    assert isinstance(fast.scheduler, CountingFast)
+    assert fast.scheduler.taken == 0
+    assert fast.core.active_count == 1
+
+
+@pytest.mark.anyio
+async def test_small_object_of_another_principal_beside_an_active_session() -> None:
+    async def scenario(side: Side) -> list[Any]:
+        async with side.client() as client:
+            first = await client.get(
+                "/objects/big",
+                headers={
+                    "authorization": "Bearer svc-first",
+                    "range": f"bytes=0-{MIB - 1}",
+                    "arkvory-download-id": "a",
+                },
+            )
+        small = await get(side, "small")
+        return [answer(first)[:3], answer(small)]
+
+    fast, _ = await both(scenario)
+    assert isinstance(fast.scheduler, CountingFast)
+    assert fast.scheduler.taken == 1
+
+
+# ====================================================================== R-RES-3
+@pytest.mark.anyio
+@pytest.mark.parametrize("at_chunk", [0, 3], ids=["before-response", "mid-body"])
+async def test_app_failure_gives_the_place_back(at_chunk: int) -> None:
+    async def scenario(side: Side) -> list[Any]:
+        side.store.fail_at_chunk = at_chunk
+        raw = RawClient("/objects/medium")
+        with pytest.raises(RuntimeError):
+            await raw(side.middleware)
+        return [raw.body]
+
+    fast, _ = await both(scenario)
+    assert isinstance(fast.scheduler, CountingFast)
+    assert (fast.scheduler.taken, fast.scheduler.released) == (1, 1)
+    assert fast.core.stats().request_active == 0
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("spec_version", ["2.3", "2.4"])
+async def test_client_disconnect_gives_the_place_back(spec_version: str) -> None:
+    async def scenario(side: Side) -> list[Any]:
+        raw = RawClient("/objects/medium", spec_version=spec_version, fail_on_body=3)
+        with pytest.raises((OSError, ClientDisconnect)):
+            await raw(side.middleware)
+        return [raw.status, raw.body]
+
+    fast, _ = await both(scenario)
+    stats = fast.core.stats()
+    assert (stats.request_active, fast.core.grants_in_flight()) == (0, 0)
+    assert stats.per_class[DownloadClass.RELEASE].bytes_delivered == 2 * CHUNK
+
+
+@pytest.mark.anyio
+async def test_cancelled_request_gives_the_place_back() -> None:
+    async def scenario(side: Side) -> list[Any]:
+        side.store.gate = anyio.Event()
+        side.store.pause_at_chunk = 1
+        raw = RawClient("/objects/medium")
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(raw, side.middleware)
+            await eventually(lambda: raw.body_messages == 1)
+            assert side.core.stats().request_active == 1
+            tasks.cancel_scope.cancel()
+        return [len(raw.starts), raw.body]
+
+    fast, _ = await both(scenario)
+    assert (fast.core.stats().request_active, fast.core.grants_in_flight()) == (0, 0)
+
+
+@pytest.mark.anyio
+async def test_a_place_the_fast_path_frees_wakes_the_waiter() -> None:
+    async def scenario(side: Side) -> list[Any]:
+        side.store.gate = anyio.Event()
+        answers: dict[str, httpx.Response] = {}
+        async with side.client() as client, anyio.create_task_group() as tasks:
+
+            async def small(user: str) -> None:
+                headers = {"authorization": f"Bearer {user}"}
+                answers[user] = await client.get("/objects/small", headers=headers)
+
+            tasks.start_soon(small, "svc-a")
+            await eventually(lambda: side.core.stats().request_active == 1)
+            tasks.start_soon(small, "svc-b")
+            await eventually(lambda: side.core.stats().request_waiting == 1)
+            side.store.gate.set()
+        return [answer(answers["svc-a"]), answer(answers["svc-b"])]
+
+    fast, seen = await both(scenario, max_downloads=1, transfer_queue_wait_seconds=10.0)
+    assert [a[0] for a in seen[:2]] == [200, 200]
+    assert isinstance(fast.scheduler, CountingFast)
+    assert (fast.scheduler.taken, fast.scheduler.released) == (1, 1)  # b went through admit
+
+
+# ====================================================================== the core
+def core(**settings: Any) -> SchedulerCore:
+    return SchedulerCore(scheduler_settings(**settings), FakeClock())
+
+
+def take(scheduler: SchedulerCore, **changes: Any) -> GrantState | None:
+    values: dict[str, Any] = {
+        "principal": "svc-ci",
+        "principal_kind": PrincipalKind.SERVICE,
+        "base_class": None,
+        "requested_class": None,
+        "download_id": None,
+        "object_size": len(SMALL),
+        "byte_range": None,
+    }
+    values.update(changes)
+    return scheduler.admit_per_request_now(**values)
+
+
+def small_request(principal: str = "svc-ci") -> DownloadRequest:
+    return DownloadRequest(
+        principal=principal,
+        principal_kind=PrincipalKind.SERVICE,
+        object_id="small",
+        object_size=len(SMALL),
+        client_address="192.0.2.10",
+    )
+
+
+def test_core_fast_path_takes_a_free_place_and_releases_it_once() -> None:
+    scheduler = core()
+    place = take(scheduler, requested_class="bulk", byte_range=ByteRange(0, 10))
+    assert place is not None
+    assert place.download_class is DownloadClass.BULK
+    assert (scheduler.stats().request_active, scheduler.grants_in_flight()) == (1, 1)
+    assert scheduler.release_per_request(place, 10) == []
+    assert scheduler.release_per_request(place, 10) == []  # a second release is a no-op
+    stats = scheduler.stats()
+    assert (stats.request_active, stats.admitted_total) == (0, 1)
+    assert stats.per_class[DownloadClass.BULK].bytes_delivered == 10
+
+
+def test_core_fast_path_class_follows_the_principal_kind_and_base_class() -> None:
+    scheduler = core(max_downloads=4)
+    person = take(scheduler, principal_kind=PrincipalKind.PERSON)
+    operator_set = take(scheduler, base_class=DownloadClass.BULK, requested_class="release")
+    assert person is not None and operator_set is not None
+    assert person.download_class is DownloadClass.INTERACTIVE
+    assert operator_set.download_class is DownloadClass.BULK  # a header cannot raise it
+
+
+@pytest.mark.parametrize(
+    ("changes", "field"),
+    [({"download_id": "bad id"}, "download_id"), ({"requested_class": "turbo"}, "download_class")],
+)
+def test_core_fast_path_refuses_what_admit_refuses(changes: dict[str, Any], field: str) -> None:
+    scheduler = core()
+    with pytest.raises(InvalidRequestError) as raised:
+        take(scheduler, **changes)
+    assert raised.value.field == field
+    assert scheduler.stats().request_active == 0
+
+
+def test_core_fast_path_steps_aside_for_large_objects_full_places_and_close() -> None:
+    scheduler = core(max_downloads=1)
+    assert take(scheduler, object_size=len(BIG)) is None  # a session object
+    held = take(scheduler)
+    assert held is not None
+    assert take(scheduler) is None  # no free place: admit queues it
+    scheduler.release_per_request(held, 0)
+    scheduler.close()
+    assert take(scheduler) is None  # admit answers shutting down
+    assert scheduler.stats().request_active == 0
+
+
+def test_core_fast_path_serves_large_objects_under_the_shared_strategy() -> None:
+    scheduler = core(strategy="shared")
+    assert take(scheduler, object_size=len(BIG)) is not None
+
+
+def test_small_object_admission_hashes_no_key_unless_its_principal_holds_a_slot(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    scheduler = core(max_downloads=4)
+    big = DownloadRequest(
+        principal="svc-first",
+        principal_kind=PrincipalKind.SERVICE,
+        object_id="big",
+        object_size=len(BIG),
+        byte_range=ByteRange(0, MIB),
+        download_id="a",
+    )
+    scheduler.admit(big)  # svc-first now holds the only slot
+    assert scheduler.active_count == 1
+    hashed: list[str] = []
+
+    def counting(principal: str, *args: Any) -> bytes:
+        hashed.append(principal)
+        return session_key(principal, *args)
+
+    monkeypatch.setattr("arkvory_sched._core.session_key", counting)
+    scheduler.admit(small_request("svc-other"))
+    assert hashed == []
+    assert take(scheduler, principal="svc-other") is not None
+    assert take(scheduler, principal="svc-first") is None  # may belong to its session
+    scheduler.admit(small_request("svc-first"))
+    assert hashed == ["svc-first"]
