@@ -15,7 +15,6 @@ hypothesis state machine drive it directly.
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import math
 import re
@@ -927,17 +926,7 @@ class SchedulerCore:
     # ================================================================ control
     def configure(self, settings: SchedulerSettings) -> None:
         """Apply from the next decision on; env-only fields keep their start-up values."""
-        current = self._settings
-        settings = dataclasses.replace(
-            settings,
-            queue_limit=current.queue_limit,
-            queue_per_principal=current.queue_per_principal,
-            transfer_queue_limit=current.transfer_queue_limit,
-            transfer_queue_per_principal=current.transfer_queue_per_principal,
-            transfer_queue_wait_seconds=current.transfer_queue_wait_seconds,
-            hold_seconds=current.hold_seconds,
-            max_downloads=current.max_downloads,
-        )
+        settings = settings.keeping_environment_only(self._settings)
         self._settings = settings
         self._queue.reconfigure(settings.strategy, settings.weights, settings.aging_minutes * 60)
         self._under_share_waiting = sum(

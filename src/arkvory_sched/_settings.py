@@ -23,6 +23,7 @@ provides equality, hashing, ``repr`` and immutability.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import re
@@ -267,6 +268,23 @@ class SchedulerSettings:
             values["hold_seconds"] = None
             derived.discard("hold_seconds")
         return SchedulerSettings._from_values(values, derived=frozenset(derived))
+
+    def keeping_environment_only(self, running: SchedulerSettings) -> SchedulerSettings:
+        """These settings with the fields that size memory taken from ``running``.
+
+        Queue lengths, the per-request places and the third-party hold are fixed at
+        start-up (R-SET-1): a change at run time must not resize what was reserved.
+        """
+        return dataclasses.replace(
+            self,
+            queue_limit=running.queue_limit,
+            queue_per_principal=running.queue_per_principal,
+            transfer_queue_limit=running.transfer_queue_limit,
+            transfer_queue_per_principal=running.transfer_queue_per_principal,
+            transfer_queue_wait_seconds=running.transfer_queue_wait_seconds,
+            hold_seconds=running.hold_seconds,
+            max_downloads=running.max_downloads,
+        )
 
     @classmethod
     def _from_values(

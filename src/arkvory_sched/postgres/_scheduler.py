@@ -988,7 +988,7 @@ class PostgresScheduler(DownloadScheduler):
 
     async def configure(self, settings: SchedulerSettings) -> None:
         current = self._settings
-        settings = replace_environment_only(settings, current)
+        settings = settings.keeping_environment_only(current)
         self._settings = settings
         await self._requests.configure(self._per_request_settings(settings))
         async with self._acquire() as conn:
@@ -1138,22 +1138,6 @@ class PostgresScheduler(DownloadScheduler):
     def debug_leases(self) -> list[Lease]:
         """Leases this process knows (tests)."""
         return list(self._leases)
-
-
-def replace_environment_only(
-    settings: SchedulerSettings, current: SchedulerSettings
-) -> SchedulerSettings:
-    """Keep the fields that size memory at their start-up values (R-SET-1)."""
-    return replace(
-        settings,
-        queue_limit=current.queue_limit,
-        queue_per_principal=current.queue_per_principal,
-        transfer_queue_limit=current.transfer_queue_limit,
-        transfer_queue_per_principal=current.transfer_queue_per_principal,
-        transfer_queue_wait_seconds=current.transfer_queue_wait_seconds,
-        hold_seconds=current.hold_seconds,
-        max_downloads=current.max_downloads,
-    )
 
 
 async def _light_reset(conn: asyncpg.Connection) -> None:
