@@ -20,10 +20,7 @@ front of it. The host is what an artifact server is, a Starlette file server:
   files' bytes, so every body can be checked against :func:`expected_bytes`.
 
 Run one server with ``python -m benchmarks._http_apps bare|wrapped --port N``; it calls
-``uvicorn.run`` with ``factory=True`` on :func:`bare_app` or :func:`wrapped_app`. The
-``*_timed`` variants add a shim that sums, per in-memory object request, the wall time
-spent in the app call and in uvicorn's ``send`` within it; ``GET /_timing`` returns and
-resets the sums.
+``uvicorn.run`` with ``factory=True`` on :func:`bare_app` or :func:`wrapped_app`.
 """
 
 from __future__ import annotations
@@ -31,11 +28,9 @@ from __future__ import annotations
 import argparse
 import hashlib
 import importlib.util
-import json
 import os
 import re
 import sys
-import time
 from collections.abc import Awaitable, Callable, MutableMapping, Sequence
 from dataclasses import dataclass
 from email.utils import formatdate
@@ -68,9 +63,7 @@ __all__ = [
     "ROOT_VARIABLE",
     "SMALL_PATH",
     "SMALL_SIZE",
-    "TIMING_PATH",
     "bare_app",
-    "bare_app_timed",
     "bare_memory_app",
     "benchmark_settings",
     "default_http",
@@ -78,7 +71,6 @@ __all__ = [
     "main",
     "resolve",
     "wrapped_app",
-    "wrapped_app_timed",
     "wrapped_memory_app",
     "write_files",
 ]
@@ -105,7 +97,6 @@ FILE_SIZES: Final = {"small.bin": SMALL_SIZE, "large.bin": FILE_LARGE_SIZE}
 ROOT_VARIABLE: Final = "ARKVORY_BENCH_ROOT"
 CHUNK_SIZE: Final = 64 * KIB
 PRINCIPAL: Final = "bench-service"
-TIMING_PATH: Final = "/_timing"
 
 _PERIOD: Final = 256
 _PATTERN: Final = bytes(range(_PERIOD)) * (CHUNK_SIZE // _PERIOD + 1)
@@ -399,54 +390,6 @@ def wrapped_memory_app() -> ASGIApp:
     return _wrap(_memory_app, None)
 
 
-def _timed(inner: ASGIApp) -> ASGIApp:
-    """Sum the wall time of each object request inside the app call and inside ``send``.
-
-    What is left after subtracting ``send`` is the app's own time (plus the middleware's,
-    when wrapped): it excludes h11's serialisation and the socket writes, and any wait for
-    the socket to drain, which is the only place either app suspends.
-    """
-    totals = {"requests": 0.0, "app_s": 0.0, "send_s": 0.0}
-    clock = time.perf_counter
-
-    async def app(scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"] not in _OBJECTS:
-            if scope["type"] == "http" and scope["path"] == TIMING_PATH:
-                body = json.dumps(totals).encode()
-                totals.update(requests=0.0, app_s=0.0, send_s=0.0)
-                headers = [(b"content-type", b"application/json")]
-                await send({"type": "http.response.start", "status": 200, "headers": headers})
-                await send({"type": "http.response.body", "body": body})
-                return
-            await inner(scope, receive, send)
-            return
-        in_send = 0.0
-
-        async def timed_send(message: Message) -> None:
-            nonlocal in_send
-            started = clock()
-            await send(message)
-            in_send += clock() - started
-
-        started = clock()
-        await inner(scope, receive, timed_send)
-        totals["app_s"] += clock() - started
-        totals["send_s"] += in_send
-        totals["requests"] += 1
-
-    return app
-
-
-def bare_app_timed() -> ASGIApp:
-    """:func:`bare_app` with the timing shim."""
-    return _timed(bare_app())
-
-
-def wrapped_app_timed() -> ASGIApp:
-    """:func:`wrapped_app` with the timing shim (outside the middleware)."""
-    return _timed(wrapped_app())
-
-
 def default_http() -> str:
     """``httptools`` when it is installed (uvicorn's ``auto`` choice), else ``h11``."""
     return "httptools" if importlib.util.find_spec("httptools") is not None else "h11"
@@ -455,8 +398,6 @@ def default_http() -> str:
 FACTORIES: Final = {
     "bare": "bare_app",
     "wrapped": "wrapped_app",
-    "bare_timed": "bare_app_timed",
-    "wrapped_timed": "wrapped_app_timed",
 }
 
 

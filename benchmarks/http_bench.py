@@ -727,7 +727,9 @@ async def _fast_round_trips(
             target.base_class,
             None,
             None,
+            target.object_id,
             target.size,
+            HOST,
             None,
         )
         if place is None:

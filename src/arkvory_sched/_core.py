@@ -259,18 +259,21 @@ class SchedulerCore:
         base_class: DownloadClass | None,
         requested_class: str | None,
         download_id: str | None,
+        object_id: str,
         object_size: int,
+        client_address: str,
         byte_range: ByteRange | None,
     ) -> GrantState | None:
         """Take a free per-request place at once, as :meth:`admit` would; else ``None``.
 
         The fast path for small objects: the same checks as :meth:`admit` in the same
         order, but only for the outcome that needs no queue — the object goes per
-        request, its principal holds no slot (so it cannot belong to an active
-        session), the scheduler is open and a place is free. Every other case returns
-        ``None`` and the caller asks :meth:`admit`, which then decides exactly as it
-        always does. Raises :class:`InvalidRequestError` as :meth:`admit` does. The
-        place is given back by :meth:`release_per_request` (exactly once).
+        request and does not belong to an active session (its key is hashed only when
+        its principal holds a slot), the scheduler is open and a place is free. Every
+        other case returns ``None`` and the caller asks :meth:`admit`, which then
+        decides exactly as it always does. Raises :class:`InvalidRequestError` as
+        :meth:`admit` does. The place is given back by :meth:`release_per_request`
+        (exactly once).
         """
         if download_id is not None:
             _validated_download_id(download_id)
@@ -278,15 +281,15 @@ class SchedulerCore:
             base_class = default_class(principal_kind)
         cls = base_class if requested_class is None else applied_class(base_class, requested_class)
         settings = self._settings
-        if (
-            self._closed
-            or (
-                settings.strategy is not Strategy.SHARED
-                and object_size > settings.session_min_bytes
-            )
-            or (self._active and self._holds_slot(principal))
-            or not self._requests.try_acquire()
+        if self._closed or (
+            settings.strategy is not Strategy.SHARED and object_size > settings.session_min_bytes
         ):
+            return None
+        if self._active and self._holds_slot(principal):
+            key = session_key(principal, object_id, download_id, client_address)
+            if key in self._active:
+                return None  # R-STRAT-4: a range of an active session; admit serves it
+        if not self._requests.try_acquire():
             return None
         now = self._clock.monotonic()
         self._next_token += 1

@@ -151,7 +151,9 @@ class InMemoryDownloadScheduler(DownloadScheduler):
         base_class: DownloadClass | None,
         requested_class: str | None,
         download_id: str | None,
+        object_id: str,
         object_size: int,
+        client_address: str,
         byte_range: ByteRange | None,
     ) -> GrantState | None:
         """A per-request place taken at once, or ``None``: then ``admit`` decides.
@@ -165,7 +167,9 @@ class InMemoryDownloadScheduler(DownloadScheduler):
             base_class,
             requested_class,
             download_id,
+            object_id,
             object_size,
+            client_address,
             byte_range,
         )
 

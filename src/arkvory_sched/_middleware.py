@@ -154,6 +154,8 @@ class DownloadSchedulerMiddleware:
                 download_id = requested = ticket = None  # most small downloads: nothing to read
             else:
                 download_id, requested, ticket = _client_fields(headers)
+            client = scope.get("client")
+            address = str(client[0]) if client else ""
             if fast is not None:
                 place = fast.admit_per_request_now(
                     target.principal,
@@ -161,11 +163,12 @@ class DownloadSchedulerMiddleware:
                     target.base_class,
                     requested,
                     download_id,
+                    target.object_id,
                     target.size,
+                    address,
                     byte_range,
                 )
             if place is None:
-                client = scope.get("client")
                 request = DownloadRequest(
                     principal=target.principal,
                     principal_kind=target.principal_kind,
@@ -173,7 +176,7 @@ class DownloadSchedulerMiddleware:
                     object_size=target.size,
                     byte_range=byte_range,
                     download_id=download_id,
-                    client_address=str(client[0]) if client else "",
+                    client_address=address,
                     requested_class=requested,
                     base_class=target.base_class,
                     ticket=ticket,

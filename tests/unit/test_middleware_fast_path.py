@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import anyio
@@ -243,18 +243,37 @@ async def test_progress_on_the_fast_path_counts_each_byte_once() -> None:
 
 
 @pytest.mark.anyio
-async def test_small_object_of_a_principal_with_an_active_session_goes_through_admit() -> None:
-    """The fast path steps aside whenever the request could belong to an active session."""
+async def test_small_object_of_a_principal_with_an_active_session_stays_on_the_fast_path() -> None:
+    """Its key is hashed to make sure it is not a range of the active session."""
 
     async def scenario(side: Side) -> list[Any]:
         first = await get(side, "big", range=f"bytes=0-{MIB - 1}", **{"arkvory-download-id": "a"})
-        small = await get(side, "small")
+        small = await get(side, "small", **{"arkvory-download-id": "a"})
         return [answer(first)[:3], answer(small)]
 
     fast, _ = await both(scenario)
     assert isinstance(fast.scheduler, CountingFast)
-    assert fast.scheduler.taken == 0
+    assert fast.scheduler.taken == 1
     assert fast.core.active_count == 1
+
+
+@pytest.mark.anyio
+async def test_a_range_of_an_active_session_below_a_raised_threshold_goes_through_admit() -> None:
+    """R-STRAT-4: after the threshold rises, an active session keeps its slot, so its next
+    range is the session's, not a per-request place (the port side shows the same)."""
+
+    async def scenario(side: Side) -> list[Any]:
+        headers = {"range": f"bytes=0-{MIB - 1}", "arkvory-download-id": "a"}
+        first = await get(side, "big", **headers)
+        raised = replace(side.scheduler.settings, session_min_bytes=2 * len(BIG))
+        await side.scheduler.configure(raised)
+        second = await get(side, "big", **{**headers, "range": f"bytes={MIB}-{2 * MIB - 1}"})
+        return [answer(first)[:3], answer(second)[:3]]
+
+    fast, seen = await both(scenario)
+    assert seen[1][0] == 206
+    assert isinstance(fast.scheduler, CountingFast)
+    assert fast.scheduler.taken == 0
 
 
 @pytest.mark.anyio
@@ -362,7 +381,9 @@ def take(scheduler: SchedulerCore, **changes: Any) -> GrantState | None:
         "base_class": None,
         "requested_class": None,
         "download_id": None,
+        "object_id": "small",
         "object_size": len(SMALL),
+        "client_address": "192.0.2.10",
         "byte_range": None,
     }
     values.update(changes)
@@ -452,8 +473,25 @@ def test_small_object_admission_hashes_no_key_unless_its_principal_holds_a_slot(
 
     monkeypatch.setattr("arkvory_sched._core.session_key", counting)
     scheduler.admit(small_request("svc-other"))
-    assert hashed == []
     assert take(scheduler, principal="svc-other") is not None
-    assert take(scheduler, principal="svc-first") is None  # may belong to its session
+    assert hashed == []
     scheduler.admit(small_request("svc-first"))
-    assert hashed == ["svc-first"]
+    assert take(scheduler, principal="svc-first") is not None  # not a range of its session
+    assert hashed == ["svc-first", "svc-first"]
+
+
+def test_core_fast_path_steps_aside_for_a_range_of_an_active_session() -> None:
+    scheduler = core(max_downloads=4)
+    big = DownloadRequest(
+        principal="svc-first",
+        principal_kind=PrincipalKind.SERVICE,
+        object_id="big",
+        object_size=len(BIG),
+        byte_range=ByteRange(0, MIB),
+        download_id="a",
+    )
+    scheduler.admit(big)
+    scheduler.configure(replace(scheduler.settings, session_min_bytes=2 * len(BIG)))
+    same = {"principal": "svc-first", "object_id": "big", "object_size": len(BIG)}
+    assert take(scheduler, **same, download_id="a") is None  # admit serves it as a range
+    assert take(scheduler, **same, download_id="b") is not None  # another download
