@@ -379,13 +379,16 @@ def fetch(
         connection.close()
 
 
-def check_server(server: Server, wrapped: bool) -> None:
-    """Each workload's request answers as the benchmark assumes, on both servers.
+def check_server(server: Server, wrapped: bool, workloads: Sequence[Workload]) -> None:
+    """The workloads' requests answer as the benchmark assumes, on both servers.
 
     For the wrapped server the range request also makes the download session active,
-    so that every range wrk sends later belongs to an active session.
+    so that every range wrk sends later belongs to an active session. Only the workload
+    about to run is checked: a session left active by another workload's check would
+    make each 1 KiB request of the same account hash a session key as well (to rule out
+    that it is a range of that session), which is not what those workloads measure.
     """
-    for workload in WORKLOADS:
+    for workload in workloads:
         status, headers, body = fetch(server.port, workload.path, workload.headers)
         problems = []
         if status != workload.status:
@@ -559,7 +562,7 @@ def run_http(
         result = HttpResult(workload, shlex.join([*prefix, *shown]))
         round_ = 0
         for block, count in enumerate(plan.rounds_per_block(), 1):
-            with running_servers(plan.http_impl, root, where) as servers:
+            with running_servers(plan.http_impl, root, where, workload) as servers:
                 for name in ("bare", "wrapped"):
                     server = servers[name]
                     warmup = workload.wrk_args(wrk, server.url(workload.path), WARMUP_S, script)
@@ -1482,8 +1485,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 @contextlib.contextmanager
-def running_servers(http_impl: str, root: Path, where: Placement) -> Iterator[dict[str, Server]]:
-    """Both servers, started side by side and checked; stopped on the way out."""
+def running_servers(
+    http_impl: str, root: Path, where: Placement, workload: Workload
+) -> Iterator[dict[str, Server]]:
+    """Both servers, started side by side and checked for ``workload``; stopped after."""
     with tempfile.TemporaryDirectory(prefix="arkvory-http-bench-") as log_dir:
         servers: dict[str, Server] = {}
         try:
@@ -1491,7 +1496,7 @@ def running_servers(http_impl: str, root: Path, where: Placement) -> Iterator[di
                 servers[name] = Server(name, http_impl, root, Path(log_dir), where)
             for name, server in servers.items():
                 server.wait_ready()
-                check_server(server, wrapped=name == "wrapped")
+                check_server(server, name == "wrapped", (workload,))
             yield servers
         finally:
             for server in servers.values():
