@@ -112,7 +112,13 @@ class QueueLeader:
             await conn.fetchval(sql.PAUSE_ORPHANS, now + PAUSE_RETENTION_SECONDS)
             no_shows = await conn.fetchval(sql.EXPIRE_NO_SHOWS, now)
             expired_paused = await conn.fetchval(sql.EXPIRE_PAUSED, now)
-            await conn.execute(sql.COUNT_EXPIRIES, no_shows, len(released), reaped, now)
+            # The fleet-wide rows every admission and completion write (queue_state,
+            # class_state) are written last, just before the commit: a row this
+            # transaction updates stays locked until it ends, and the scans between
+            # here and there take tens of milliseconds at a long queue.
+            last_writes: list[tuple[str, tuple[object, ...]]] = [
+                (sql.COUNT_EXPIRIES, (no_shows, len(released), reaped, now))
+            ]
             if settings.aging_minutes > 0 and settings.strategy is Strategy.ORDERED:
                 await conn.execute(sql.PROMOTE_AGED, now, settings.aging_minutes * 60.0)
             if real >= self._next_round_cleanup:
@@ -125,15 +131,21 @@ class QueueLeader:
                 lengths[row["queue_rank"]] = row["n"]
                 waiting_bytes += row["bytes"]
                 sessions += row["sessions"]
-            await conn.execute(sql.STORE_SHAPE, lengths, waiting_bytes, sessions)
+            last_writes.append((sql.STORE_SHAPE, (lengths, waiting_bytes, sessions)))
             idle_classes = [rank for rank in range(CLASS_COUNT) if not lengths[rank]]
+            # Only rows whose pass changes are written (and locked): a class admitting
+            # newcomers on an empty queue already has the highest pass.
             await conn.execute(sql.CATCH_UP_IDLE_CLASSES, idle_classes)
             await conn.execute(sql.UNBLOCK_YIELDERS)
             await conn.execute(sql.CANCEL_STALE_YIELDS)
-            marked = await self._mark_waiters(conn, settings, now, sum(lengths), local_rate)
+            marked = await self._mark_waiters(
+                conn, settings, now, sum(lengths), local_rate, last_writes
+            )
             preempted = False
             if settings.preempt and settings.strategy is not Strategy.SHARED and not closed:
                 preempted = await self._maybe_preempt(conn, settings, now)
+            for statement, arguments in last_writes:
+                await conn.execute(statement, *arguments)
         if reaped or released:
             log.info("released %d dead and %d idle leases", reaped, len(released))
         expired = no_shows + expired_paused + reaped + len(released)
@@ -175,6 +187,7 @@ class QueueLeader:
         now: float,
         waiting: int,
         local_rate: float,
+        last_writes: list[tuple[str, tuple[object, ...]]],
     ) -> int:
         """R-SESS-12: mark twice as many waiters as there are (soon) free slots, in the
         order of the fair queue: stride between classes, round-robin within a class."""
@@ -199,7 +212,7 @@ class QueueLeader:
         free_total = settings.sessions - len(active_rows) + soon_total
         free_ni = settings.sessions - settings.reserve - active_ni + soon_ni
         await conn.execute(sql.CLEAR_MARKS)
-        await conn.execute(sql.STORE_ESTIMATES, finishes, now, fleet_rate, max(0, free_total))
+        last_writes.append((sql.STORE_ESTIMATES, (finishes, now, fleet_rate, max(0, free_total))))
         if free_total <= 0 or not waiting:
             return 0
         budget = 2 * free_total

@@ -377,25 +377,59 @@ class PostgresScheduler(DownloadScheduler):
     ) -> Decision:
         now = self._clock.wall()
         async with self._acquire() as conn:
-            row = await conn.fetchrow(sql.SESSION_WITH_LEASE, key)
-            if row is not None and row["state"] == _ACTIVE:
-                return await self._join_active(conn, key, row, request.effective_range)
             if self._closed:
+                row = await conn.fetchrow(sql.SESSION_WITH_LEASE, key)
+                if row is not None and row["state"] == _ACTIVE:
+                    return await self._join_active(conn, key, row, request.effective_range)
                 return self._reject(RejectReason.SHUTTING_DOWN, SHUTDOWN_RETRY_SECONDS, cls)
-            if row is None:
-                return await self._admit_new(conn, request, key, cls, has_id, now)
-            stored_class = DownloadClass.by_rank(row["base_class"])
-            if row["state"] == _PAUSED:
-                lease = await self._resume(conn, key, row, now)
-                if lease is not None:
-                    return self._admit_range(lease, request.effective_range)
-            elif row["marked"] and await self._may_take_marked_slot(conn, row, now):
-                async with conn.transaction():
-                    lease = await self._claim(conn, key, row, now)
-                if lease is not None:
-                    self._invalidate()
-                    return self._admit_range(lease, request.effective_range)
-            return await self._queued(conn, key, stored_class, now, newcomer=False)
+            row = await self._admit_or_look_up(conn, request, key, cls, has_id, now)
+            outcome = row["outcome"]
+            if outcome == "existing":
+                return await self._admit_existing(conn, request, key, row, now)
+            if outcome == "admitted":
+                lease = self._remember_claim(key, row, now)
+                self._invalidate()
+                return self._admit_range(lease, request.effective_range)
+            if outcome == "queued":
+                return await self._queued(
+                    conn,
+                    key,
+                    cls,
+                    now,
+                    newcomer=True,
+                    arrival_ms=row["arrival_wall_ms"],
+                    position=row,
+                )
+            if outcome == "raced":  # another process inserted it a moment ago
+                return await self._queued(conn, key, cls, now, newcomer=False)
+            snapshot = await self._queue_snapshot(conn)
+            reason = (
+                RejectReason.QUEUE_FULL if outcome == "queue_full" else RejectReason.PRINCIPAL_LIMIT
+            )
+            return self._reject(reason, busy_retry_after(snapshot, self._fleet_rate(snapshot)), cls)
+
+    async def _admit_existing(
+        self,
+        conn: asyncpg.Connection,
+        request: DownloadRequest,
+        key: bytes,
+        row: asyncpg.Record,
+        now: float,
+    ) -> Decision:
+        """A session the queue already holds: a range, a poll, a resumption."""
+        if row["state"] == _ACTIVE:
+            return await self._join_active(conn, key, row, request.effective_range)
+        stored_class = DownloadClass.by_rank(row["base_class"])
+        if row["state"] == _PAUSED:
+            lease = await self._resume(conn, key, row, now)
+            if lease is not None:
+                return self._admit_range(lease, request.effective_range)
+        elif row["marked"] and await self._may_take_marked_slot(conn, row, now):
+            lease = await self._claim(conn, key, row, now)
+            if lease is not None:
+                self._invalidate()
+                return self._admit_range(lease, request.effective_range)
+        return await self._queued(conn, key, stored_class, now, newcomer=False)
 
     async def _join_active(
         self,
@@ -461,7 +495,7 @@ class PostgresScheduler(DownloadScheduler):
         self._invalidate()
         return await self._queued(conn, key, DownloadClass.by_rank(rank), now, newcomer=False)
 
-    async def _admit_new(
+    async def _admit_or_look_up(
         self,
         conn: asyncpg.Connection,
         request: DownloadRequest,
@@ -469,20 +503,14 @@ class PostgresScheduler(DownloadScheduler):
         cls: DownloadClass,
         has_id: bool,
         now: float,
-    ) -> Decision:
+    ) -> asyncpg.Record:
+        """One round trip: the stored session, or a newcomer checked, inserted, placed.
+
+        ``admit_session`` (migration 0003, ADR 0011) runs the statements a newcomer
+        needs inside the database, so a newcomer costs one statement and one commit
+        instead of ten round trips; a session that exists comes back as stored.
+        """
         settings = self._settings
-        snapshot = await self._queue_snapshot(conn)
-        if snapshot.session_count >= settings.queue_limit:
-            return self._reject(
-                RejectReason.QUEUE_FULL, busy_retry_after(snapshot, self._fleet_rate(snapshot)), cls
-            )
-        owned = await conn.fetchval(sql.PRINCIPAL_SESSIONS, request.principal)
-        if owned >= settings.queue_per_principal:
-            return self._reject(
-                RejectReason.PRINCIPAL_LIMIT,
-                busy_retry_after(snapshot, self._fleet_rate(snapshot)),
-                cls,
-            )
         now_ms = int(now * 1000)
         arrival_ms = now_ms
         if self._signer is not None and request.ticket:
@@ -491,40 +519,39 @@ class PostgresScheduler(DownloadScheduler):
                 arrival_ms = signed
         arrival = arrival_ms / 1000.0
         rank = cls.rank
-        lease: Lease | None = None
-        async with conn.transaction():
-            order_key = await self._order_key(
-                conn, rank, request.principal, request.object_size, arrival, old=arrival_ms < now_ms
-            )
-            check_at = now + NEWCOMER_CHECK_SECONDS
-            seq = await conn.fetchval(
-                sql.INSERT_SESSION,
-                key,
-                request.principal,
-                rank,
-                has_id,
-                request.object_size,
-                arrival,
-                arrival_ms,
-                order_key,
-                now,
-                self._promote_at(rank, now),
-                check_at,
-                check_at + NO_SHOW_MARGIN_SECONDS,
-            )
-            if seq is not None and not await conn.fetchval(sql.OTHERS_WAITING, key):
-                known = {
-                    "base_class": rank,
-                    "object_size": request.object_size,
-                    "arrival_wall_ms": arrival_ms,
-                }
-                lease = await self._claim(conn, key, known, now, savepoint=False)
-        if lease is not None:
-            self._invalidate()
-            return self._admit_range(lease, request.effective_range)
-        if seq is None:  # another process inserted it a moment ago: an ordinary return
-            return await self._queued(conn, key, cls, now, newcomer=False)
-        return await self._queued(conn, key, cls, now, newcomer=True, arrival_ms=arrival_ms)
+        smallest_first = settings.strategy is Strategy.SMALLEST_FIRST
+        order_key = (
+            smallest_first_key(request.object_size, arrival, settings.aging_minutes * 60.0)
+            if smallest_first
+            else None
+        )
+        check_at = now + NEWCOMER_CHECK_SECONDS
+        return await conn.fetchrow(
+            sql.ADMIT_SESSION,
+            key,
+            request.principal,
+            rank,
+            has_id,
+            request.object_size,
+            arrival,
+            arrival_ms,
+            arrival_ms < now_ms,
+            order_key,
+            now,
+            self._promote_at(rank, now),
+            check_at,
+            check_at + NO_SHOW_MARGIN_SECONDS,
+            settings.queue_limit,
+            settings.queue_per_principal,
+            settings.sessions,
+            cls is DownloadClass.INTERACTIVE,
+            settings.reserve,
+            self._node,
+            self._lease_seconds,
+            settings.strategy is Strategy.ORDERED,
+            1.0 / settings.weights[rank],
+            NEWCOMER_COUNT_CAP,
+        )
 
     async def _resume(
         self, conn: asyncpg.Connection, key: bytes, row: asyncpg.Record, now: float
@@ -568,20 +595,18 @@ class PostgresScheduler(DownloadScheduler):
         key: bytes,
         row: asyncpg.Record | Mapping[str, Any],
         now: float,
-        *,
-        savepoint: bool = True,
     ) -> Lease | None:
         """Take a free slot for ``key`` in one statement; None when none is free.
 
         ``row`` needs the session's ``base_class``, ``object_size`` and
-        ``arrival_wall_ms``. The savepoint lets a lost race for an existing session end
-        without aborting the caller's transaction; a session inserted by the caller's
-        own transaction cannot be raced, so it needs none.
+        ``arrival_wall_ms``. The claim and the round's advance commit together (inside
+        a caller's transaction, as a savepoint, so a lost race for the session ends
+        without aborting it). A newcomer's claim happens inside ``admit_session``.
         """
         settings = self._settings
         cls = DownloadClass.by_rank(row["base_class"])
         try:
-            async with conn.transaction() if savepoint else contextlib.nullcontext():
+            async with conn.transaction():
                 claimed = await conn.fetchrow(
                     sql.CLAIM_SLOT,
                     key,
@@ -599,6 +624,31 @@ class PostgresScheduler(DownloadScheduler):
                 await conn.execute(sql.ADVANCE_ROUND, rank, tag, 1.0 / settings.weights[rank])
         except asyncpg.UniqueViolationError:
             return None  # another process activated this session at the same moment
+        return self._remember_claim(
+            key,
+            claimed,
+            now,
+            base_class=row["base_class"],
+            object_size=row["object_size"],
+            arrival_wall_ms=row["arrival_wall_ms"],
+        )
+
+    def _remember_claim(
+        self,
+        key: bytes,
+        claimed: asyncpg.Record,
+        now: float,
+        *,
+        base_class: int | None = None,
+        object_size: int | None = None,
+        arrival_wall_ms: int | None = None,
+    ) -> Lease:
+        """A slot this process just claimed: its wait is measured, its lease trusted.
+
+        The session's class, size and arrival come from ``claimed`` unless given
+        (``CLAIM_SLOT`` returns only the claim; ``admit_session`` returns both).
+        """
+        cls = DownloadClass.by_rank(claimed["base_class"] if base_class is None else base_class)
         self._wait_histograms[cls.rank].observe(max(0.0, now - claimed["waiting_since"]))
         first_estimate = claimed["first_estimate"]
         if first_estimate is not None:
@@ -608,8 +658,10 @@ class PostgresScheduler(DownloadScheduler):
             slot_no=claimed["slot_no"],
             token=claimed["lease_token"],
             download_class=cls,
-            object_size=row["object_size"],
-            arrival_wall_ms=row["arrival_wall_ms"],
+            object_size=claimed["object_size"] if object_size is None else object_size,
+            arrival_wall_ms=(
+                claimed["arrival_wall_ms"] if arrival_wall_ms is None else arrival_wall_ms
+            ),
             seconds_left=claimed["lease_left"],
             held=True,
         )
@@ -646,15 +698,17 @@ class PostgresScheduler(DownloadScheduler):
         *,
         newcomer: bool,
         arrival_ms: int | None = None,
+        position: asyncpg.Record | None = None,
     ) -> Decision:
         """The answer to a waiting session: place, estimate, when to ask again.
 
         A newcomer's place is only announced from its first poll on (R-EST-3), so its
         count of waiters ahead stops at ``NEWCOMER_COUNT_CAP`` and the class length
         stands in beyond: the estimate costs the same at the end of a long queue.
+        ``admit_session`` takes that count for a newcomer and passes it as ``position``.
         """
-        if newcomer:
-            row = await conn.fetchrow(sql.POSITION_CAPPED, key, NEWCOMER_COUNT_CAP)
+        if position is not None:
+            row = position
         else:
             row = await conn.fetchrow(sql.POSITION, key)
         if row is None:  # activated or released by another process a moment ago
@@ -775,7 +829,7 @@ class PostgresScheduler(DownloadScheduler):
             sent = outcome.bytes_sent
         self._record_bytes(state, max(0, sent - state.progressed))
         try:
-            async with self._acquire() as conn, conn.transaction():
+            async with self._acquire() as conn:
                 if counted is None:
                     await conn.execute(
                         sql.RECORD_INTERRUPTION, lease.key, lease.token, now, not lease.in_flight
@@ -795,14 +849,18 @@ class PostgresScheduler(DownloadScheduler):
         """Write delivery records a database outage kept from ``report``, oldest first."""
         while self._unrecorded:
             lease, counted, at = self._unrecorded[0]
-            async with conn.transaction():
-                await self._record_delivery(conn, lease, counted, at)
+            await self._record_delivery(conn, lease, counted, at)
             self._unrecorded.popleft()
 
     async def _record_delivery(
         self, conn: asyncpg.Connection, lease: Lease, counted: ByteRange, now: float
     ) -> None:
-        row = await conn.fetchrow(
+        """One statement (``record_delivery``, ADR 0011): record, and complete if whole.
+
+        The slot is released only when no other range of the session is in flight
+        here; the session is deleted only with its slot, both fenced by the token.
+        """
+        outcome = await conn.fetchval(
             sql.RECORD_DELIVERY,
             lease.key,
             lease.token,
@@ -811,19 +869,14 @@ class PostgresScheduler(DownloadScheduler):
             not counted.is_tail_read(lease.object_size),
             counted.kind is RangeKind.BOUNDED,
             now,
+            not lease.in_flight,
+            lease.slot_no,
         )
-        if row is None:
+        if outcome == "fenced":
             self._leases.forget(lease.key)  # the lease is gone: fenced out
-            return
-        if not row["complete"] or lease.in_flight:
-            return
-        released = await conn.fetchval(sql.RELEASE_SLOT, lease.slot_no, lease.token, lease.key)
-        if released is None:
-            return
-        await conn.execute(sql.DELETE_SESSION, lease.key)
-        await conn.execute(sql.COUNT_COMPLETION, now)
-        self._leases.forget(lease.key)
-        self._snapshot = None
+        elif outcome == "completed":
+            self._leases.forget(lease.key)
+            self._snapshot = None
 
     async def progress(self, grant: Grant, nbytes: int) -> None:
         if grant.admission == "per-request":

@@ -29,6 +29,19 @@ ON CONFLICT (slot_no) DO NOTHING
 # would join it to the sessions the wrong way round until autovacuum gets to it.
 ANALYZE_SLOTS: Final = "ANALYZE download_slot"
 
+# A session's admission in one round trip: the stored session if there is one, else a
+# newcomer checked against the bounds, given its turn, inserted, and either given a
+# slot (alone in the queue) or counted into its place. The function (migration 0003,
+# ADR 0011) runs the steps of SESSION_WITH_LEASE, NEXT_TAG, INSERT_SESSION,
+# OTHERS_WAITING, CLAIM_SLOT and ADVANCE_ROUND below, in that order, and counts a
+# waiting newcomer's place as POSITION does, up to a cap; the outcomes are tested in
+# tests/postgres/test_one_round_trip.py.
+ADMIT_SESSION: Final = """
+SELECT * FROM admit_session(
+    $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12,
+    $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23)
+"""
+
 CLAIM_SLOT: Final = """
 WITH free AS (
     SELECT slot_no FROM download_slot
@@ -103,8 +116,6 @@ LEFT JOIN download_slot AS s ON s.session_key = d.session_key
 WHERE d.session_key = $1
 """
 
-PRINCIPAL_SESSIONS: Final = "SELECT count(*) FROM download_session WHERE principal = $1"
-
 OTHERS_WAITING: Final = """
 SELECT EXISTS (SELECT 1 FROM download_session WHERE state = 0 AND session_key <> $1)
 """
@@ -125,6 +136,7 @@ RETURNING CASE WHEN $3
     ELSE last_tag END
 """
 
+# The row a newcomer gets (``admit_session`` inserts it; benchmarks fill queues with it).
 INSERT_SESSION: Final = """
 INSERT INTO download_session (
     session_key, principal, base_class, queue_rank, has_id, object_size, state,
@@ -133,18 +145,6 @@ INSERT INTO download_session (
 VALUES ($1, $2, $3, $3, $4, $5, 0, $6, $7, $8, $9, $10, $9, $11, $12, $9)
 ON CONFLICT (session_key) DO NOTHING
 RETURNING seq
-"""
-
-POSITION_CAPPED: Final = """
-SELECT d.queue_rank, d.marked,
-       (SELECT count(*) FROM (
-            SELECT 1 FROM download_session AS w
-            WHERE w.state = 0 AND w.queue_rank = d.queue_rank
-              AND (w.order_key, w.arrival, w.seq) < (d.order_key, d.arrival, d.seq)
-            LIMIT $2) AS capped) AS own_ahead,
-       d.first_estimate
-FROM download_session AS d
-WHERE d.session_key = $1 AND d.state = 0
 """
 
 RESUME_PAUSED: Final = """
@@ -190,11 +190,14 @@ FROM download_session GROUP BY queue_rank
 # A class that had nobody waiting must not bank credit for the idle time (as in
 # memory): its pass catches up with the slowest class that has waiters.
 CATCH_UP_IDLE_CLASSES: Final = """
-UPDATE class_state
-SET pass = greatest(pass, coalesce(
-    (SELECT min(pass) FROM class_state WHERE NOT (queue_rank = ANY($1::smallint[]))),
-    (SELECT max(pass) FROM class_state)))
-WHERE queue_rank = ANY($1::smallint[])
+WITH target AS (
+    SELECT coalesce(
+        (SELECT min(pass) FROM class_state WHERE NOT (queue_rank = ANY($1::smallint[]))),
+        (SELECT max(pass) FROM class_state)) AS pass
+)
+UPDATE class_state AS c SET pass = target.pass
+FROM target
+WHERE c.queue_rank = ANY($1::smallint[]) AND c.pass < target.pass
 """
 
 STORE_SHAPE: Final = """
@@ -209,23 +212,11 @@ WHERE session_key = $1 AND state = 0
 
 # Delivery of one range, fenced: nothing changes unless the lease named by the grant is
 # still the session's. The start of the download is decided as in memory (R-SESS-8).
+# When that makes the session complete and no other range of it is in flight, the same
+# statement releases the slot (fenced), deletes the session and counts the completion
+# (migration 0003, ADR 0011). Answers 'fenced', 'recorded' or 'completed'.
 RECORD_DELIVERY: Final = """
-WITH lease AS (
-    SELECT slot_no FROM download_slot WHERE session_key = $1 AND lease_token = $2
-)
-UPDATE download_session AS d
-SET delivered = d.delivered + int8multirange(int8range($3, $4)),
-    start_offset = CASE WHEN $5 AND (
-            NOT $6 OR isempty(d.delivered) OR upper(d.delivered) < d.object_size
-            OR $4 < (SELECT max(lower(r)) FROM unnest(d.delivered) AS r) OR $3 = 0)
-        THEN least(coalesce(d.start_offset, $3), $3)
-        ELSE d.start_offset END,
-    last_activity = $7, interrupted = false
-FROM lease
-WHERE d.session_key = $1
-RETURNING lease.slot_no,
-    d.start_offset IS NOT NULL
-        AND d.delivered @> int8range(d.start_offset, d.object_size) AS complete
+SELECT record_delivery($1, $2, $3, $4, $5, $6, $7, $8, $9)
 """
 
 RECORD_INTERRUPTION: Final = """
@@ -233,12 +224,6 @@ UPDATE download_session AS d
 SET last_activity = $3, interrupted = d.interrupted OR $4
 FROM download_slot AS s
 WHERE d.session_key = $1 AND s.session_key = $1 AND s.lease_token = $2
-"""
-
-DELETE_SESSION: Final = "DELETE FROM download_session WHERE session_key = $1"
-
-COUNT_COMPLETION: Final = """
-UPDATE queue_state SET completed_total = completed_total + 1, last_release = $1
 """
 
 NOTE_RELEASE: Final = "UPDATE queue_state SET last_release = $1"

@@ -1,0 +1,338 @@
+"""The two busiest calls in one round trip: ``admit_session`` and ``record_delivery``.
+
+The functions of migration 0003 replace a sequence of statements, so these tests pin
+down each of their outcomes against the rows they leave, including the race that a
+sequence of statements used to handle in Python (two processes inserting the same
+newcomer), and count the statements a newcomer and a completing delivery send.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import anyio
+import asyncpg
+import pytest
+from asyncpg.connection import Connection
+
+from arkvory_sched import (
+    Admitted,
+    ByteRange,
+    Delivered,
+    DownloadRequest,
+    PrincipalKind,
+    Queued,
+    RangeKind,
+    Rejected,
+    RejectReason,
+    SchedulerSettings,
+)
+from arkvory_sched.postgres import PostgresScheduler
+from arkvory_sched.postgres import _sql as sql
+
+pytestmark = pytest.mark.anyio
+
+MIB = 1024 * 1024
+SIZE = 40 * MIB
+LEASE_SECONDS = 10.0
+NOW = 1_800_000_000.0
+
+
+def admit_arguments(key: bytes, principal: str = "agent", **changes: Any) -> list[Any]:
+    """``admit_session``'s arguments, named, in the order of its parameters."""
+    values: dict[str, Any] = {
+        "key": key,
+        "principal": principal,
+        "rank": 1,
+        "has_id": True,
+        "size": SIZE,
+        "arrival": NOW,
+        "arrival_ms": int(NOW * 1000),
+        "old": False,
+        "order_key": None,
+        "now": NOW,
+        "promote_at": None,
+        "check_at": NOW + 2,
+        "no_show_at": NOW + 32,
+        "queue_limit": 100,
+        "per_principal": 10,
+        "sessions": 2,
+        "interactive": False,
+        "reserve": 0,
+        "node": "node-a",
+        "lease_seconds": LEASE_SECONDS,
+        "round_tag": True,
+        "round_step": 0.25,
+        "count_cap": 1024,
+    }
+    unknown = set(changes) - set(values)
+    assert not unknown, unknown
+    values.update(changes)
+    return list(values.values())
+
+
+@pytest.fixture
+async def db(database_url: str, schema: str) -> AsyncIterator[asyncpg.Connection]:
+    connection = await asyncpg.connect(database_url, server_settings={"search_path": schema})
+    try:
+        await connection.execute(sql.ENSURE_SLOTS, 2)
+        yield connection
+    finally:
+        await connection.close()
+
+
+async def admit(db: asyncpg.Connection, key: bytes, **changes: Any) -> asyncpg.Record:
+    row: asyncpg.Record = await db.fetchrow(sql.ADMIT_SESSION, *admit_arguments(key, **changes))
+    return row
+
+
+async def test_a_newcomer_alone_takes_a_slot_and_advances_its_class_round(
+    db: asyncpg.Connection,
+) -> None:
+    row = await admit(db, b"k1")
+    assert row["outcome"] == "admitted"
+    assert row["slot_no"] in (0, 1)
+    assert row["lease_token"] > 0
+    assert 0 < row["lease_left"] <= LEASE_SECONDS
+    assert (row["base_class"], row["queue_rank"], row["state"]) == (1, 1, 1)
+    assert (row["object_size"], row["arrival_wall_ms"]) == (SIZE, int(NOW * 1000))
+    assert row["waiting_since"] == NOW
+    slot = await db.fetchrow("SELECT * FROM download_slot WHERE session_key = $1", b"k1")
+    assert slot["lease_token"] == row["lease_token"] and slot["holder_node"] == "node-a"
+    session = await db.fetchrow("SELECT * FROM download_session WHERE session_key = $1", b"k1")
+    assert session["state"] == 1 and session["slot_since"] == NOW
+    round_ = await db.fetchrow("SELECT virtual_time, pass FROM class_state WHERE queue_rank = 1")
+    assert (round_["virtual_time"], round_["pass"]) == (int(row["order_key"]), 0.25)
+
+
+async def test_a_stored_session_comes_back_as_stored_and_nothing_is_written(
+    db: asyncpg.Connection,
+) -> None:
+    first = await admit(db, b"k1")
+    tokens = await db.fetchval("SELECT last_value FROM lease_token_seq")
+    again = await admit(db, b"k1", principal="someone-else", rank=3, now=NOW + 60)
+    assert again["outcome"] == "existing"
+    assert again["state"] == 1 and again["principal"] == "agent" and again["base_class"] == 1
+    assert (again["slot_no"], again["lease_token"]) == (first["slot_no"], first["lease_token"])
+    assert await db.fetchval("SELECT last_value FROM lease_token_seq") == tokens
+    assert await db.fetchval("SELECT count(*) FROM download_session") == 1
+
+
+async def test_newcomers_behind_others_wait_with_their_place_counted_up_to_the_cap(
+    db: asyncpg.Connection,
+) -> None:
+    assert (await admit(db, b"k1", principal="a"))["outcome"] == "admitted"
+    assert (await admit(db, b"k2", principal="b"))["outcome"] == "admitted"
+    places = []
+    for n in range(5):
+        row = await admit(db, f"w{n}".encode(), principal=f"p{n}", count_cap=3)
+        assert row["outcome"] == "queued" and row["state"] == 0 and row["slot_no"] is None
+        places.append(row["own_ahead"])
+    assert places == [0, 1, 2, 3, 3]
+    assert await db.fetchval("SELECT count(*) FROM download_slot WHERE session_key IS NULL") == 0
+
+
+async def test_a_newcomer_does_not_jump_a_waiting_session_for_a_free_slot(
+    db: asyncpg.Connection,
+) -> None:
+    await admit(db, b"k1", principal="a")
+    await admit(db, b"k2", principal="b")
+    await admit(db, b"w1", principal="c")
+    await db.execute("UPDATE download_slot SET session_key = NULL, lease_expires_at = NULL")
+    row = await admit(db, b"w2", principal="d")
+    assert row["outcome"] == "queued" and row["own_ahead"] == 1
+
+
+async def test_the_bounds_reject_without_writing(db: asyncpg.Connection) -> None:
+    await db.execute("UPDATE queue_state SET session_count = 5")
+    full = await admit(db, b"k1", queue_limit=5)
+    assert full["outcome"] == "queue_full"
+    await admit(db, b"k2", principal="greedy", per_principal=2)
+    await admit(db, b"k3", principal="greedy", per_principal=2)
+    limited = await admit(db, b"k4", principal="greedy", per_principal=2)
+    assert limited["outcome"] == "principal_limit"
+    keys = await db.fetch("SELECT session_key FROM download_session ORDER BY session_key")
+    assert [r["session_key"] for r in keys] == [b"k2", b"k3"]
+
+
+async def test_turns_go_round_robin_between_principals_as_in_memory(
+    db: asyncpg.Connection,
+) -> None:
+    await admit(db, b"k1", principal="a")
+    await admit(db, b"k2", principal="a")
+    tags = {}
+    for key, principal in ((b"a3", "a"), (b"a4", "a"), (b"b1", "b"), (b"b2", "b")):
+        row = await admit(db, key, principal=principal)
+        assert row["outcome"] == "queued"
+        tags[key] = row["order_key"]
+    # a's third and fourth wait one and two rounds ahead of the current one; b's first
+    # takes the next round, ahead of a's fourth.
+    assert tags[b"b1"] < tags[b"a4"] and tags[b"a3"] < tags[b"a4"] and tags[b"b1"] < tags[b"b2"]
+    smallest = await admit(db, b"s1", principal="c", order_key=123.5)
+    assert smallest["order_key"] == 123.5
+
+
+async def test_an_old_arrival_takes_the_next_round_not_its_principals_last(
+    db: asyncpg.Connection,
+) -> None:
+    await admit(db, b"k1", principal="a")
+    await admit(db, b"k2", principal="b")
+    for n in range(3):
+        await admit(db, f"a{n}".encode(), principal="a")
+    returning = await admit(db, b"back", principal="a", old=True, arrival=NOW - 300)
+    fresh = await admit(db, b"fresh", principal="a")
+    assert returning["order_key"] < fresh["order_key"]
+
+
+async def test_two_processes_inserting_one_newcomer_race_to_exactly_one_row(
+    database_url: str, schema: str, db: asyncpg.Connection
+) -> None:
+    """The second sees 'raced' once the first commits; neither raises."""
+    other = await asyncpg.connect(database_url, server_settings={"search_path": schema})
+    try:
+        first = other.transaction()
+        await first.start()
+        assert (await other.fetchrow(sql.ADMIT_SESSION, *admit_arguments(b"k1")))[
+            "outcome"
+        ] == "admitted"
+        outcomes: list[str] = []
+
+        async def second() -> None:
+            outcomes.append((await admit(db, b"k1", node="node-b"))["outcome"])
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(second)
+            await anyio.sleep(0.3)  # the second blocks on the uncommitted row
+            assert outcomes == []
+            await first.commit()
+        assert outcomes == ["raced"]
+        assert (
+            await db.fetchval("SELECT count(*) FROM download_slot WHERE session_key = $1", b"k1")
+            == 1
+        )
+    finally:
+        await other.close()
+
+
+# --------------------------------------------------------------------- record_delivery
+async def record(
+    db: asyncpg.Connection,
+    key: bytes,
+    token: int,
+    slot: int,
+    start: int,
+    end: int,
+    *,
+    release: bool = True,
+) -> str:
+    outcome: str = await db.fetchval(
+        sql.RECORD_DELIVERY, key, token, start, end, True, True, NOW + 5, release, slot
+    )
+    return outcome
+
+
+async def test_a_delivery_records_then_completes_and_frees_the_slot(
+    db: asyncpg.Connection,
+) -> None:
+    claim = await admit(db, b"k1")
+    token, slot = claim["lease_token"], claim["slot_no"]
+    assert await record(db, b"k1", token, slot, 0, SIZE // 2) == "recorded"
+    assert await db.fetchval("SELECT completed_total FROM queue_state") == 0
+    assert await record(db, b"k1", token, slot, SIZE // 2, SIZE) == "completed"
+    assert await db.fetchval("SELECT count(*) FROM download_session") == 0
+    assert (
+        await db.fetchval("SELECT session_key FROM download_slot WHERE slot_no = $1", slot) is None
+    )
+    state = await db.fetchrow("SELECT completed_total, last_release FROM queue_state")
+    assert (state["completed_total"], state["last_release"]) == (1, NOW + 5)
+
+
+async def test_a_complete_session_keeps_its_slot_while_another_range_is_in_flight(
+    db: asyncpg.Connection,
+) -> None:
+    claim = await admit(db, b"k1")
+    outcome = await record(
+        db, b"k1", claim["lease_token"], claim["slot_no"], 0, SIZE, release=False
+    )
+    assert outcome == "recorded"
+    assert (
+        await db.fetchval("SELECT state FROM download_session WHERE session_key = $1", b"k1") == 1
+    )
+
+
+async def test_an_old_token_changes_nothing(db: asyncpg.Connection) -> None:
+    claim = await admit(db, b"k1")
+    before = await db.fetchrow("SELECT delivered, last_activity FROM download_session")
+    assert await record(db, b"k1", claim["lease_token"] - 1, claim["slot_no"], 0, SIZE) == "fenced"
+    after = await db.fetchrow("SELECT delivered, last_activity FROM download_session")
+    assert after == before
+    assert await db.fetchval("SELECT completed_total FROM queue_state") == 0
+
+
+# ----------------------------------------------------------------- statements per call
+@contextmanager
+def statements_sent() -> Iterator[list[str]]:
+    """Every query asyncpg connections send meanwhile (pooled ones included)."""
+    sent: list[str] = []
+    saved: dict[str, Callable[..., Any]] = {}
+    for name in ("execute", "fetch", "fetchrow", "fetchval"):
+        original = getattr(Connection, name)
+        saved[name] = original
+
+        def traced(
+            self: Connection, query: str, *args: Any, _original: Any = original, **kwargs: Any
+        ) -> Any:
+            sent.append(" ".join(query.split()))
+            return _original(self, query, *args, **kwargs)
+
+        setattr(Connection, name, traced)
+    try:
+        yield sent
+    finally:
+        for name, original in saved.items():
+            setattr(Connection, name, original)
+
+
+def download(
+    principal: str, download_id: str, byte_range: ByteRange | None = None
+) -> DownloadRequest:
+    return DownloadRequest(
+        principal=principal,
+        principal_kind=PrincipalKind.SERVICE,
+        object_id="releases/big.iso",
+        object_size=SIZE,
+        byte_range=byte_range,
+        download_id=download_id,
+        client_address="192.0.2.1",
+    )
+
+
+async def test_a_newcomer_and_its_completion_cost_one_statement_each(
+    database_url: str, schema: str
+) -> None:
+    settings = SchedulerSettings(sessions=1, reserve=0, per_principal=1, queue_per_principal=1)
+    scheduler = await PostgresScheduler.connect(
+        database_url, schema=schema, migrate=False, pool_size=2, settings=settings
+    )
+    try:
+        with statements_sent() as sent:
+            first = await scheduler.admit(download("agent", "dl-1"))
+        assert isinstance(first, Admitted)
+        assert sent == [" ".join(sql.ADMIT_SESSION.split())]
+
+        with statements_sent() as sent:
+            second = await scheduler.admit(download("other", "dl-2"))
+        assert isinstance(second, Queued) and second.position is None
+        assert sent[0] == " ".join(sql.ADMIT_SESSION.split())
+        assert len(sent) <= 2  # plus the queue snapshot when its half-second cache is cold
+
+        with statements_sent() as sent:
+            await scheduler.report(first.grant, Delivered(ByteRange(0, SIZE, RangeKind.FULL)))
+        assert sent == [" ".join(sql.RECORD_DELIVERY.split())]
+
+        limited = await scheduler.admit(download("other", "dl-3"))
+        assert isinstance(limited, Rejected) and limited.reason is RejectReason.PRINCIPAL_LIMIT
+    finally:
+        await scheduler.disconnect()
