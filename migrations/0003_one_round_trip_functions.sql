@@ -6,10 +6,10 @@
 -- A newcomer used to cost ten statements, each a round trip and a turn of the
 -- client's event loop: look the session up, check the limits, take the principal's
 -- turn, insert the session, look for anyone waiting ahead, claim a slot, advance the
--- class's round, commit. This function does the same steps, in the same order and
--- with the same statements, inside the database, and runs as one statement in
--- autocommit: one round trip, one commit, and the class's round row is locked only
--- for the last few microseconds before that commit.
+-- class's round, commit. This function does the same steps inside the database (the
+-- free slot is chosen before the insert, so that an admitted session's row is written
+-- once) and runs as one statement in autocommit: one round trip, one commit, and the
+-- class's round row is locked only for the last few microseconds before that commit.
 --
 -- What it does not decide stays with the caller: the session's class and key, its
 -- arrival (from a verified ticket), order key under smallest-first, the lease length
@@ -73,6 +73,7 @@ DECLARE
     v_order_key double precision := p_order_key;
     v_seq bigint;
     v_virtual_time bigint;
+    v_slot integer;
 BEGIN
     -- The session as SESSION_WITH_LEASE reads it.
     RETURN QUERY
@@ -122,14 +123,29 @@ BEGIN
         INTO v_order_key;
     END IF;
 
-    -- INSERT_SESSION.
+    -- Alone in the queue (OTHERS_WAITING): lock a free slot first (CLAIM_SLOT's choice),
+    -- so that the session row is written once, already active, instead of inserted
+    -- waiting and then updated (a second version of the row and of its index entries).
+    IF NOT EXISTS (SELECT 1 FROM download_session AS w WHERE w.state = 0) THEN
+        SELECT f.slot_no INTO v_slot FROM download_slot AS f
+        WHERE f.session_key IS NULL AND f.slot_no < p_sessions
+          AND (p_interactive OR f.slot_no >= p_reserve)
+        ORDER BY (f.slot_no < p_reserve), f.slot_no
+        FOR UPDATE SKIP LOCKED
+        LIMIT 1;
+    END IF;
+
+    -- INSERT_SESSION (active when a slot was found). Another process may have inserted
+    -- the same session a moment ago: then nothing is written, the locked slot included.
     INSERT INTO download_session AS d (
         session_key, principal, base_class, queue_rank, has_id, object_size, state,
         arrival, arrival_wall_ms, order_key, aging_since, promote_at, waiting_since,
-        check_at, no_show_at, last_activity)
-    VALUES (p_key, p_principal, p_rank, p_rank, p_has_id, p_size, 0,
+        check_at, no_show_at, last_activity, slot_since)
+    VALUES (p_key, p_principal, p_rank, p_rank, p_has_id, p_size,
+        CASE WHEN v_slot IS NULL THEN 0 ELSE 1 END,
         p_arrival, p_arrival_ms, v_order_key, p_now, p_promote_at, p_now,
-        p_check_at, p_no_show_at, p_now)
+        p_check_at, p_no_show_at, p_now,
+        CASE WHEN v_slot IS NULL THEN NULL ELSE p_now END)
     ON CONFLICT ON CONSTRAINT download_session_pkey DO NOTHING
     RETURNING d.seq INTO v_seq;
     IF v_seq IS NULL THEN
@@ -140,53 +156,36 @@ BEGIN
         RETURN;
     END IF;
 
-    -- Alone in the queue: claim a slot (CLAIM_SLOT), then advance the class's round
-    -- (ADVANCE_ROUND) as the last write, so its row lock lasts only until the commit.
-    -- The session was inserted by this transaction, so no other claim can race for it.
-    IF NOT EXISTS (
-        SELECT 1 FROM download_session AS w WHERE w.state = 0 AND w.session_key <> p_key
-    ) THEN
+    -- The grant (CLAIM_SLOT's write: a new fencing token, the lease on the database
+    -- clock), then the class's round (ADVANCE_ROUND) as the last write, so that its row
+    -- lock lasts only until the commit.
+    IF v_slot IS NOT NULL THEN
         RETURN QUERY
-        WITH free AS (
-            SELECT f.slot_no FROM download_slot AS f
-            WHERE f.session_key IS NULL AND f.slot_no < p_sessions
-              AND (p_interactive OR f.slot_no >= p_reserve)
-            ORDER BY (f.slot_no < p_reserve), f.slot_no
-            FOR UPDATE SKIP LOCKED
-            LIMIT 1
-        ), claimed AS (
-            UPDATE download_slot AS s
-            SET session_key = p_key, lease_token = nextval('lease_token_seq'),
-                holder_node = p_node,
-                lease_expires_at = now() + make_interval(secs => p_lease_seconds),
-                claimed_at = now()
-            FROM free WHERE s.slot_no = free.slot_no
-            RETURNING s.slot_no, s.lease_token,
-                      extract(epoch FROM s.lease_expires_at - now())::float8 AS lease_left
-        ), activated AS (
-            UPDATE download_session AS d
-            SET state = 1, marked = false, mark_backup = false, slot_since = p_now,
-                last_activity = p_now, interrupted = false
-            FROM claimed WHERE d.session_key = p_key
-            RETURNING d.queue_rank, d.order_key, d.waiting_since, d.first_estimate
-        )
-        SELECT 'admitted'::text, 1::smallint, false, false, p_rank, a.queue_rank,
-               p_arrival, p_arrival_ms, p_size, p_principal, false,
-               c.slot_no, c.lease_token, c.lease_left,
-               a.order_key, a.waiting_since, a.first_estimate, NULL::bigint
-        FROM claimed AS c, activated AS a;
-        IF FOUND THEN
-            UPDATE class_state AS c
-            SET virtual_time = CASE WHEN p_round_tag
-                    THEN greatest(c.virtual_time, v_order_key::bigint)
-                    ELSE c.virtual_time END,
-                pass = c.pass + p_round_step
-            WHERE c.queue_rank = p_rank;
-            RETURN;
-        END IF;
+        UPDATE download_slot AS s
+        SET session_key = p_key, lease_token = nextval('lease_token_seq'),
+            holder_node = p_node,
+            lease_expires_at = now() + make_interval(secs => p_lease_seconds),
+            claimed_at = now()
+        WHERE s.slot_no = v_slot
+        RETURNING 'admitted'::text, 1::smallint, false, false, p_rank, p_rank,
+                  p_arrival, p_arrival_ms, p_size, p_principal, false,
+                  s.slot_no, s.lease_token,
+                  extract(epoch FROM s.lease_expires_at - now())::float8,
+                  v_order_key, p_now, NULL::float8, NULL::bigint;
+        UPDATE class_state AS c
+        SET virtual_time = CASE WHEN p_round_tag
+                THEN greatest(c.virtual_time, v_order_key::bigint)
+                ELSE c.virtual_time END,
+            pass = c.pass + p_round_step
+        WHERE c.queue_rank = p_rank;
+        RETURN;
     END IF;
 
     -- Waiting: its place among its class as POSITION counts it, up to the cap.
+    -- Only a grant must be on disk before the client hears of it. A waiting row lost
+    -- with a crash of the server comes back at the client's next poll, in its place
+    -- (the queue ticket keeps the arrival), so this commit does not wait for the flush.
+    PERFORM set_config('synchronous_commit', 'off', true);
     RETURN QUERY
     SELECT 'queued'::text, d.state, d.marked, d.mark_backup, d.base_class, d.queue_rank,
            d.arrival, d.arrival_wall_ms, d.object_size, d.principal, d.yield_requested,
@@ -248,6 +247,10 @@ BEGIN
     IF v_slot IS NULL THEN
         RETURN 'fenced';
     END IF;
+    -- A record or a release lost with a crash of the server only keeps a slot taken
+    -- until the idle release frees it (never a slot given twice), so this commit does
+    -- not wait for the flush; a later grant's commit flushes it anyway (WAL is in order).
+    PERFORM set_config('synchronous_commit', 'off', true);
     IF NOT v_complete OR NOT p_release THEN
         RETURN 'recorded';
     END IF;

@@ -31,6 +31,7 @@ from arkvory_sched import (
 )
 from arkvory_sched.postgres import PostgresScheduler
 from arkvory_sched.postgres import _sql as sql
+from arkvory_sched.postgres._leader import caught_up
 
 pytestmark = pytest.mark.anyio
 
@@ -336,3 +337,47 @@ async def test_a_newcomer_and_its_completion_cost_one_statement_each(
         assert isinstance(limited, Rejected) and limited.reason is RejectReason.PRINCIPAL_LIMIT
     finally:
         await scheduler.disconnect()
+
+
+@pytest.mark.parametrize(
+    ("passes", "idle"),
+    [
+        ([5.0, 1.0, 3.0, 0.5], [1, 3]),
+        ([5.0, 7.0, 3.0, 0.5], [1, 3]),
+        ([2.0, 9.0, 4.0, 0.0], [0, 1, 2, 3]),
+        ([2.0, 9.0, 4.0, 0.0], []),
+    ],
+)
+async def test_the_leaders_catch_up_is_what_its_ordering_assumed(
+    db: asyncpg.Connection, passes: list[float], idle: list[int]
+) -> None:
+    """The tick orders with ``caught_up`` and writes ``CATCH_UP_IDLE_CLASSES`` at its end."""
+    for rank, value in enumerate(passes):
+        await db.execute("UPDATE class_state SET pass = $2 WHERE queue_rank = $1", rank, value)
+    await db.execute(sql.CATCH_UP_IDLE_CLASSES, idle)
+    assert list(await db.fetchval(sql.CLASS_PASSES)) == caught_up(passes, idle)
+
+
+async def _commit_setting_after(db: asyncpg.Connection, statement: str, *arguments: Any) -> str:
+    async with db.transaction():
+        await db.fetchrow(statement, *arguments)
+        setting: str = await db.fetchval("SELECT current_setting('synchronous_commit')")
+    return setting
+
+
+async def test_only_a_grant_waits_for_its_commit_to_reach_the_disk(
+    db: asyncpg.Connection,
+) -> None:
+    """A grant lost in a server crash could be given twice; a waiting row or a delivery
+    record lost in one only costs a poll or keeps a slot until the idle release."""
+    granted = admit_arguments(b"k1", principal="a")
+    assert await _commit_setting_after(db, sql.ADMIT_SESSION, *granted) == "on"
+    await admit(db, b"k2", principal="b")
+    waiting = admit_arguments(b"w1", principal="c")
+    assert await _commit_setting_after(db, sql.ADMIT_SESSION, *waiting) == "off"
+    claim = await db.fetchrow(
+        "SELECT slot_no, lease_token FROM download_slot WHERE session_key = $1", b"k1"
+    )
+    delivery = (b"k1", claim["lease_token"], 0, SIZE, True, True, NOW + 5, True, claim["slot_no"])
+    assert await _commit_setting_after(db, sql.RECORD_DELIVERY, *delivery) == "off"
+    assert await db.fetchval("SELECT current_setting('synchronous_commit')") == "on"

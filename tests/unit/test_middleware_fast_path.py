@@ -13,6 +13,7 @@ and cancellation — and that a waiter is woken by a place the fast path frees.
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
@@ -21,6 +22,8 @@ from typing import Any
 import anyio
 import httpx
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 from starlette.requests import ClientDisconnect
 
 from arkvory_sched import (
@@ -34,8 +37,10 @@ from arkvory_sched import (
     PrincipalKind,
     SchedulerSettings,
 )
+from arkvory_sched._classes import default_class
 from arkvory_sched._core import GrantState, SchedulerCore
 from arkvory_sched._middleware import DownloadSchedulerMiddleware
+from arkvory_sched._rate import PeakRateMeter
 from arkvory_sched._session import session_key
 from arkvory_sched.testing import FakeClock
 from tests.unit.test_middleware import (
@@ -495,3 +500,64 @@ def test_core_fast_path_steps_aside_for_a_range_of_an_active_session() -> None:
     same = {"principal": "svc-first", "object_id": "big", "object_size": len(BIG)}
     assert take(scheduler, **same, download_id="a") is None  # admit serves it as a range
     assert take(scheduler, **same, download_id="b") is not None  # another download
+
+
+@pytest.mark.parametrize("kind", list(PrincipalKind))
+def test_core_fast_path_default_class_is_the_one_admit_uses(kind: PrincipalKind) -> None:
+    place = take(core(), principal_kind=kind)
+    assert place is not None
+    assert place.download_class is default_class(kind)
+
+
+# ====================================================================== rate meter
+def _book_by_loop(meter: PeakRateMeter, start: float, end: float, nbytes: int) -> None:
+    """What ``record`` did for a response with a duration before its one-second
+    shortcut: spread the bytes by each second's overlap with the span."""
+    last = math.floor(end)
+    newest = last if meter._newest is None else max(meter._newest, last)
+    meter._newest = newest
+    oldest_kept = newest - meter.window_seconds
+    span = end - start
+    for second in range(max(math.floor(start), oldest_kept), math.ceil(end)):
+        overlap = min(end, second + 1) - max(start, second)
+        if overlap > 0:
+            meter._add(second, nbytes * (overlap / span))
+
+
+def _meter_state(meter: PeakRateMeter) -> tuple[Any, ...]:
+    return meter._newest, list(meter._seconds), list(meter._bytes)
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    earlier=st.lists(
+        st.tuples(st.floats(0, 200), st.floats(0, 3), st.integers(1, 1 << 40)), max_size=6
+    ),
+    anchor=st.integers(100, 300),
+    back=st.integers(-3, 64),
+    offsets=st.tuples(st.floats(0, 1, exclude_max=True), st.floats(0, 1, exclude_max=True)),
+    nbytes=st.integers(1, 1 << 62),
+)
+def test_a_response_within_one_second_is_booked_as_the_spreading_loop_books_it(
+    earlier: list[tuple[float, float, int]],
+    anchor: int,
+    back: int,
+    offsets: tuple[float, float],
+    nbytes: int,
+) -> None:
+    """Nearly every small response starts and ends in the same second; ``record`` books
+    it without the loop, and must leave exactly the state the loop leaves: in the
+    window, just outside it (``back`` seconds before the newest recorded one, the
+    window being 60), in a newer second, or in a slot left from an earlier lap."""
+    second = anchor - back
+    start, end = second + min(offsets), second + max(offsets)
+    assume(start < end and math.floor(start) == math.floor(end))
+    shortcut, looped = PeakRateMeter(), PeakRateMeter()
+    for was_start, duration, was_bytes in [*earlier, (anchor + 0.25, 0.25, 1)]:
+        shortcut.record(was_start, was_start + duration, was_bytes)
+        looped.record(was_start, was_start + duration, was_bytes)
+    assert _meter_state(shortcut) == _meter_state(looped)
+    shortcut.record(start, end, nbytes)
+    _book_by_loop(looped, start, end, nbytes)
+    assert _meter_state(shortcut) == _meter_state(looped)
+    assert shortcut.peak(end + 1) == looped.peak(end + 1)

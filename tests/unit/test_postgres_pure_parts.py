@@ -13,6 +13,7 @@ from arkvory_sched.postgres._estimates import (
     smallest_first_key,
     stride_ahead,
 )
+from arkvory_sched.postgres._leader import caught_up
 from arkvory_sched.postgres._leases import LeaseCache
 
 MIB = 1024 * 1024
@@ -158,3 +159,13 @@ def test_smallest_first_orders_by_size_or_delays_large_objects_boundedly() -> No
     huge = smallest_first_key(16 * MIB * 2**20, 100.0, 600.0)
     assert small == 100.0
     assert huge == 700.0, "never more than the aging time behind"
+
+
+def test_idle_classes_catch_up_with_the_slowest_busy_class() -> None:
+    assert caught_up([5.0, 1.0, 3.0, 0.5], [1, 3]) == [5.0, 3.0, 3.0, 3.0]
+    assert caught_up([5.0, 7.0, 3.0, 0.5], [1, 3]) == [5.0, 7.0, 3.0, 3.0]  # never down
+
+
+def test_when_every_class_is_idle_they_catch_up_with_the_highest_pass() -> None:
+    assert caught_up([2.0, 9.0, 4.0, 0.0], [0, 1, 2, 3]) == [9.0, 9.0, 9.0, 9.0]
+    assert caught_up([2.0, 9.0, 4.0, 0.0], []) == [2.0, 9.0, 4.0, 0.0]

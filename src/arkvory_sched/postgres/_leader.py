@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import asyncpg
@@ -133,17 +134,17 @@ class QueueLeader:
                 sessions += row["sessions"]
             last_writes.append((sql.STORE_SHAPE, (lengths, waiting_bytes, sessions)))
             idle_classes = [rank for rank in range(CLASS_COUNT) if not lengths[rank]]
-            # Only rows whose pass changes are written (and locked): a class admitting
-            # newcomers on an empty queue already has the highest pass.
-            await conn.execute(sql.CATCH_UP_IDLE_CLASSES, idle_classes)
+            # Every grant advances its class's row, so the catch-up is written last too
+            # (and only where a pass changes); the ordering below applies it as read.
+            last_writes.append((sql.CATCH_UP_IDLE_CLASSES, (idle_classes,)))
             await conn.execute(sql.UNBLOCK_YIELDERS)
             await conn.execute(sql.CANCEL_STALE_YIELDS)
             marked = await self._mark_waiters(
-                conn, settings, now, sum(lengths), local_rate, last_writes
+                conn, settings, now, sum(lengths), local_rate, idle_classes, last_writes
             )
             preempted = False
             if settings.preempt and settings.strategy is not Strategy.SHARED and not closed:
-                preempted = await self._maybe_preempt(conn, settings, now)
+                preempted = await self._maybe_preempt(conn, settings, now, idle_classes)
             for statement, arguments in last_writes:
                 await conn.execute(statement, *arguments)
         if reaped or released:
@@ -187,6 +188,7 @@ class QueueLeader:
         now: float,
         waiting: int,
         local_rate: float,
+        idle_classes: Sequence[int],
         last_writes: list[tuple[str, tuple[object, ...]]],
     ) -> int:
         """R-SESS-12: mark twice as many waiters as there are (soon) free slots, in the
@@ -227,7 +229,7 @@ class QueueLeader:
         for rank in range(CLASS_COUNT):
             allowed = rank == 0 or budget_ni > 0
             heads.append(list(await conn.fetch(sql.HEADS_OF_CLASS, rank, limit)) if allowed else [])
-        passes = list(await conn.fetchval(sql.CLASS_PASSES))
+        passes = await _caught_up_passes(conn, idle_classes)
         strides = [1.0 / weight for weight in settings.weights]
         positions = [0] * CLASS_COUNT
         keys: list[bytes] = []
@@ -256,7 +258,11 @@ class QueueLeader:
         return len(keys)
 
     async def _maybe_preempt(
-        self, conn: asyncpg.Connection, settings: SchedulerSettings, now: float
+        self,
+        conn: asyncpg.Connection,
+        settings: SchedulerSettings,
+        now: float,
+        idle_classes: Sequence[int],
     ) -> bool:
         """R-PREEMPT-1..3, as in memory: at most one yield at a time, only for a head
         that has no slot, from a protocol client of a lower class (or above its share
@@ -269,7 +275,9 @@ class QueueLeader:
         share = settings.per_principal
         over = {p for p, n in active_by_principal.items() if n >= share}
         contenders = bool(over) and await conn.fetchval(sql.UNDER_SHARE_WAITING, list(over))
-        head = await self._first_eligible(conn, settings, over if contenders else set())
+        head = await self._first_eligible(
+            conn, settings, over if contenders else set(), idle_classes
+        )
         if head is None:
             return False
         active = await conn.fetch(sql.ACTIVE_FOR_ESTIMATE)
@@ -304,13 +312,17 @@ class QueueLeader:
         return True
 
     async def _first_eligible(
-        self, conn: asyncpg.Connection, settings: SchedulerSettings, over: set[str]
+        self,
+        conn: asyncpg.Connection,
+        settings: SchedulerSettings,
+        over: set[str],
+        idle_classes: Sequence[int],
     ) -> asyncpg.Record | None:
         """The first waiter in service order that may take a slot now."""
         heads = [
             list(await conn.fetch(sql.HEADS_OF_CLASS, rank, 64)) for rank in range(CLASS_COUNT)
         ]
-        passes = list(await conn.fetchval(sql.CLASS_PASSES))
+        passes = await _caught_up_passes(conn, idle_classes)
         strides = [1.0 / weight for weight in settings.weights]
         positions = [0] * CLASS_COUNT
         while True:
@@ -325,3 +337,23 @@ class QueueLeader:
             passes[best] += strides[best]
             if row["principal"] not in over:
                 return row
+
+
+async def _caught_up_passes(conn: asyncpg.Connection, idle_classes: Sequence[int]) -> list[float]:
+    """The classes' passes as they will be once ``CATCH_UP_IDLE_CLASSES`` is written.
+
+    The tick writes the catch-up just before its commit (a grant waits for every
+    ``class_state`` row the tick has written), so its ordering applies it to what it
+    reads: a class nobody waited in starts from the slowest busy class's pass.
+    """
+    passes = [float(value) for value in await conn.fetchval(sql.CLASS_PASSES)]
+    return caught_up(passes, idle_classes)
+
+
+def caught_up(passes: Sequence[float], idle_classes: Sequence[int]) -> list[float]:
+    """``CATCH_UP_IDLE_CLASSES`` on a list: idle classes rise to the slowest busy one's
+    pass, or to the highest pass when every class is idle."""
+    idle = set(idle_classes)
+    busy = [value for rank, value in enumerate(passes) if rank not in idle]
+    target = min(busy) if busy else max(passes, default=0.0)
+    return [max(value, target) if rank in idle else value for rank, value in enumerate(passes)]
