@@ -6,6 +6,14 @@ three of them with the ``spawn`` method, waits until every one is connected and 
 and then gives them a common start time on the system-wide monotonic clock, so the
 measured windows of the three processes coincide.
 
+A worker drives its newcomers in one of two ways. Closed loop: ``tasks`` asyncio tasks,
+each admitting a newcomer (and completing it when admitted) and then the next, so the
+load adapts to the answers and, at saturation, the latency is the queueing of those
+tasks. Open loop (``rate`` > 0): newcomers arrive at a fixed offered rate with
+exponentially distributed gaps from a seeded generator, each in a task of its own with
+no cap on how many are in flight, and each is timed from its scheduled arrival, so a
+stalled process or a slow database cannot hide latency by sending less.
+
 The fill writes the rows a newcomer's ``admit`` writes (``INSERT_SESSION`` plus the
 round-robin turn of ``NEXT_TAG``), for the downloads of ``core_bench.Workload``, with
 ``COPY``: admitting 65,536 sessions one by one would take minutes.
@@ -17,6 +25,7 @@ import asyncio
 import contextlib
 import math
 import os
+import random
 import time
 from collections import Counter
 from collections.abc import Iterable
@@ -29,7 +38,9 @@ import asyncpg
 from arkvory_sched import (
     Admitted,
     ByteRange,
+    Decision,
     Delivered,
+    DownloadRequest,
     Queued,
     Rejected,
     SchedulerSettings,
@@ -49,6 +60,7 @@ __all__ = [
     "fill_waiting",
     "index_base",
     "run_worker",
+    "worker_slot",
 ]
 
 ADMITTED = "admitted"  # newcomers on an empty queue: each gets a slot, then completes
@@ -61,11 +73,31 @@ POOL_SIZE = 8
 WARM_ADMISSIONS = 20  # per task, before the ready signal (connections, statement cache)
 PER_PROCESS = 10_000_000  # download indices per worker process
 PER_TASK = 1_000_000  # download indices per task of a worker
+FIRST_WORKER_SLOT = 10  # index slots 0-9 are the parent's (slot holders, traces)
+SLOTS_PER_RUN = 4  # worker processes per run, at most
+DRAIN_SECONDS = 15.0  # open loop: how long newcomers may still finish after the window
+# asyncio's epoll selector rounds each wait up to a whole millisecond, so a timer fires
+# up to 1 ms late: the open loop sleeps until this long before an arrival, then yields
+# to the other tasks until the arrival is due.
+TIMER_ROUNDING = 0.0011
 
 
 def index_base(kind: str, process: int, task: int) -> int:
     """First download index of one task; every task of every phase has its own range."""
     return (1 + KINDS.index(kind)) * 100 * PER_PROCESS + process * PER_PROCESS + task * PER_TASK
+
+
+def worker_slot(process: int, run_number: int) -> int:
+    """The index slot (``index_base``'s ``process``) of one worker of one run.
+
+    Runs that share a schema (the queue's closed and open loops) must not reuse download
+    indices: a reused index is the same download, so its ``admit`` would be a poll of a
+    waiting session instead of a newcomer.
+    """
+    slot = FIRST_WORKER_SLOT + SLOTS_PER_RUN * run_number + process
+    if process >= SLOTS_PER_RUN or slot >= 100:
+        raise ValueError(f"no download indices left for process {process} of run {run_number}")
+    return slot
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,8 +107,11 @@ class LoadSpec:
     schema: str
     settings: SchedulerSettings
     process: int
-    tasks: int
+    tasks: int  # closed loop: newcomers in flight; open loop: 1 (the warm-up's)
     workload_size: int  # core_bench.Workload(workload_size): its principals and requests
+    run_number: int = 0  # runs sharing a schema get distinct download indices
+    rate: float = 0.0  # open loop: newcomers per second this process offers; 0 = closed
+    seed: int = 0  # open loop: the gaps come from random.Random(seed, kind, process)
 
 
 @dataclass(slots=True)
@@ -90,6 +125,12 @@ class LoadResult:
     window: float = 0.0  # seconds the measured window lasted in this process
     cpu_seconds: float = 0.0  # this process's CPU time from the window's start to its end
     errors: list[str] = field(default_factory=list)
+    # Open loop only. Latencies (admit_ms) run from each newcomer's scheduled arrival.
+    lag_ms: list[float] = field(default_factory=list)  # scheduled arrival -> task running
+    spans: list[tuple[float, float]] = field(default_factory=list)  # (scheduled, answered)
+    offered: int = 0  # newcomers scheduled in the window
+    completed: int = 0  # answers (any decision) returned in the window
+    unfinished: int = 0  # admit still running DRAIN_SECONDS after the window: cancelled
 
 
 # ====================================================================== worker process
@@ -119,7 +160,8 @@ async def _worker(spec: LoadSpec, pipe: Connection) -> LoadResult:
     stop = asyncio.Event()
     ticker = asyncio.create_task(_tick_loop(scheduler, stop, result))
     try:
-        counters = [index_base(spec.kind, spec.process, task) for task in range(spec.tasks)]
+        slot = worker_slot(spec.process, spec.run_number)
+        counters = [index_base(spec.kind, slot, task) for task in range(spec.tasks)]
         # Warm-up: connections open, statements prepared, the code paths run once.
         for _ in range(WARM_ADMISSIONS):
             await asyncio.gather(
@@ -128,15 +170,20 @@ async def _worker(spec: LoadSpec, pipe: Connection) -> LoadResult:
                     for task in range(spec.tasks)
                 )
             )
-        start, end = await _handshake(pipe)
+        go, start, end = await _handshake(pipe)
         marker = asyncio.create_task(_cpu_at(start))
-        await asyncio.gather(
-            *(
-                _admit_loop(scheduler, workload, spec.kind, counters, task, start, end, result)
-                for task in range(spec.tasks)
+        if spec.rate > 0:
+            closing = asyncio.create_task(_cpu_at(end))
+            await _open_loop(scheduler, workload, spec, counters, (go, start, end), result)
+            result.cpu_seconds = await closing - await marker
+        else:
+            await asyncio.gather(
+                *(
+                    _admit_loop(scheduler, workload, spec.kind, counters, task, start, end, result)
+                    for task in range(spec.tasks)
+                )
             )
-        )
-        result.cpu_seconds = time.process_time() - await marker
+            result.cpu_seconds = time.process_time() - await marker
         result.window = end - start
         result.led = result.led or scheduler.is_leader
     finally:
@@ -146,15 +193,15 @@ async def _worker(spec: LoadSpec, pipe: Connection) -> LoadResult:
     return result
 
 
-async def _handshake(pipe: Connection) -> tuple[float, float]:
-    """Tell the parent this process is ready, wait for the common start, return the
-    measured window (monotonic): load runs from the start, warm-up first."""
+async def _handshake(pipe: Connection) -> tuple[float, float, float]:
+    """Tell the parent this process is ready, wait for the common start, return it and
+    the measured window (monotonic): load runs from ``go``, warm-up first."""
     pipe.send(("ready", None))
     _, go, start, end = await asyncio.to_thread(pipe.recv)
     delay = go - time.monotonic()
     if delay > 0:
         await asyncio.sleep(delay)
-    return float(start), float(end)
+    return float(go), float(start), float(end)
 
 
 async def _cpu_at(moment: float) -> float:
@@ -206,19 +253,128 @@ async def _admit_one(
     decision = await scheduler.admit(request)
     admitted = time.perf_counter()
     if isinstance(decision, Admitted):
-        answer = "admitted"
         await scheduler.report(decision.grant, Delivered(ByteRange(0, request.object_size)))
-    elif isinstance(decision, Queued):
-        answer = "queued"
-    else:
-        assert isinstance(decision, Rejected)
-        answer = f"rejected: {decision.reason.value}"
     reported = time.perf_counter()
     if result is not None:
-        result.answers[answer] += 1
+        result.answers[_answer(decision)] += 1
         result.admit_ms.append(1000 * (admitted - started))
         if isinstance(decision, Admitted):
             result.report_ms.append(1000 * (reported - admitted))
+
+
+def _answer(decision: Decision) -> str:
+    if isinstance(decision, Admitted):
+        return "admitted"
+    if isinstance(decision, Queued):
+        return "queued"
+    assert isinstance(decision, Rejected)
+    return f"rejected: {decision.reason.value}"
+
+
+# ====================================================================== open loop
+async def _open_loop(
+    scheduler: PostgresScheduler,
+    workload: Workload,
+    spec: LoadSpec,
+    counters: list[int],
+    window: tuple[float, float, float],
+    result: LoadResult,
+) -> None:
+    """Newcomers at ``spec.rate`` per second from ``go`` until the window's end.
+
+    The arrival times are fixed in advance by the seeded exponential gaps (a Poisson
+    process), not by the answers: when the process falls behind, the overdue newcomers
+    start at once and their lateness counts in their latency. Each runs in a task of
+    its own; in-flight newcomers beyond the pool's connections wait for one, which is
+    part of their latency too. After the window, the newcomers still running get
+    ``DRAIN_SECONDS`` to finish; the rest are cancelled and counted as unfinished, their
+    latency so far recorded (a lower bound).
+    """
+    go, start, end = window
+    rng = random.Random(f"{spec.seed}:{spec.kind}:{spec.process}")
+    pending: set[asyncio.Task[None]] = set()
+    scheduled = go
+    while True:
+        scheduled += rng.expovariate(spec.rate)
+        if scheduled >= end:
+            break
+        await _until(scheduled)
+        request = workload.request(counters[0])
+        counters[0] += 1
+        result.offered += start <= scheduled
+        task = asyncio.create_task(
+            _open_arrival(scheduler, request, scheduled, (start, end), result)
+        )
+        pending.add(task)
+        task.add_done_callback(pending.discard)
+    if pending:
+        _, late = await asyncio.wait(
+            set(pending), timeout=max(0.0, end + DRAIN_SECONDS - time.monotonic())
+        )
+        for task in late:
+            task.cancel()
+        await asyncio.gather(*late, return_exceptions=True)
+
+
+async def _until(moment: float) -> None:
+    """Return at ``moment`` (monotonic), not up to a millisecond after it.
+
+    A real server learns of a request from its socket at once; only the load generator
+    waits on a timer. Without this, each newcomer's latency would include the selector's
+    rounding (0-1 ms), which is the generator's, not the scheduler's. The last stretch
+    yields to the process's other tasks (admissions in flight, the tick) on every turn
+    of the event loop, so their delays still count, as a busy server's would.
+    """
+    delay = moment - time.monotonic() - TIMER_ROUNDING
+    if delay > 0:
+        await asyncio.sleep(delay)
+    while time.monotonic() < moment:
+        await asyncio.sleep(0)
+
+
+async def _open_arrival(
+    scheduler: PostgresScheduler,
+    request: DownloadRequest,
+    scheduled: float,
+    window: tuple[float, float],
+    result: LoadResult,
+) -> None:
+    """One open-loop newcomer: ``admit`` timed from ``scheduled``; when admitted, the
+    whole object reported (timed from the answer). A failed ``admit`` (such as the
+    pool's 2 s acquire timeout) is an answer of its own in ``answers``, timed as well."""
+    start, end = window
+    measured = scheduled >= start
+    launched = time.monotonic()
+    decision: Decision | None = None
+    try:
+        decision = await scheduler.admit(request)
+        answer = _answer(decision)
+    except asyncio.CancelledError:
+        result.spans.append((scheduled, time.monotonic()))
+        if measured:
+            result.unfinished += 1
+            result.answers["unfinished (cancelled)"] += 1
+            result.admit_ms.append(1000 * (time.monotonic() - scheduled))
+            result.lag_ms.append(1000 * (launched - scheduled))
+        raise
+    except Exception as error:
+        answer = f"failed: {type(error).__name__}"
+    answered = time.monotonic()
+    result.spans.append((scheduled, answered))
+    if decision is not None and start <= answered < end:
+        result.completed += 1
+    if measured:
+        result.answers[answer] += 1
+        result.admit_ms.append(1000 * (answered - scheduled))
+        result.lag_ms.append(1000 * (launched - scheduled))
+    if isinstance(decision, Admitted):
+        try:
+            await scheduler.report(decision.grant, Delivered(ByteRange(0, request.object_size)))
+        except Exception as error:
+            result.answers[f"report failed: {type(error).__name__}"] += measured
+            return
+        if measured:
+            result.report_ms.append(1000 * (time.monotonic() - answered))
 
 
 # ====================================================================== the bare claim
@@ -232,9 +388,8 @@ async def _claim_worker(spec: LoadSpec, pipe: Connection, result: LoadResult) ->
         server_settings={"search_path": spec.schema},
     )
     try:
-        keys = [
-            index_base(CLAIM, spec.process, task).to_bytes(16, "big") for task in range(spec.tasks)
-        ]
+        slot = worker_slot(spec.process, spec.run_number)
+        keys = [index_base(CLAIM, slot, task).to_bytes(16, "big") for task in range(spec.tasks)]
         async with pool.acquire() as conn:
             await conn.execute(sql.ENSURE_SLOTS, spec.settings.sessions)
             now = time.time()
@@ -282,7 +437,7 @@ async def _claim_worker(spec: LoadSpec, pipe: Connection, result: LoadResult) ->
 
         for _ in range(WARM_ADMISSIONS):
             await asyncio.gather(*(cycle(key, False) for key in keys))
-        start, end = await _handshake(pipe)
+        _, start, end = await _handshake(pipe)
         marker = asyncio.create_task(_cpu_at(start))
 
         async def loop(key: bytes) -> None:

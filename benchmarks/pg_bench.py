@@ -9,9 +9,10 @@ of its own that is dropped at the end of the phase, however it ends.
 1. New-session admission from three OS processes sharing one schema, each with its own
    ``PostgresScheduler.connect(...)`` and tick loop: newcomers on an empty queue (each
    answered ``Admitted`` and completed at once) and newcomers behind 65,536 waiting
-   sessions (each answered ``Queued``), at 1 and 4 admissions in flight per process;
-   the bare ``CLAIM_SLOT`` statement as the floor; the in-memory scheduler's admission
-   of the same requests in this process.
+   sessions (each answered ``Queued``), in a closed loop at 1 and 4 admissions in flight
+   per process and in an open loop at fixed offered rates (seeded Poisson arrivals,
+   latency from each newcomer's scheduled arrival); the bare ``CLAIM_SLOT`` statement as
+   the floor; the in-memory scheduler's admission of the same requests in this process.
 2. Range admission of an active session (the lease-cache path): ``admit`` alone and
    ``admit`` + ``report`` apart, against the in-memory scheduler.
 3. The leader's ``tick()`` at 65,536 waiting sessions against the in-memory ``tick()``.
@@ -65,7 +66,11 @@ from benchmarks._machine import cpu_count, cpu_model, load_average, median
 from benchmarks._pg_load import (
     ADMITTED,
     CLAIM,
+    DRAIN_SECONDS,
+    FIRST_WORKER_SLOT,
+    POOL_SIZE,
     QUEUED,
+    SLOTS_PER_RUN,
     LoadResult,
     LoadSpec,
     fill_waiting,
@@ -88,7 +93,11 @@ RESULTS_PATH: Final = Path(__file__).resolve().parent / "RESULTS.md"
 SECTION_HEADING: Final = "## PostgreSQL"
 
 PROCESSES: Final = 3
-LEVELS: Final = (1, 4)  # admissions in flight per process
+LEVELS: Final = (1, 4)  # closed loop: admissions in flight per process
+RATES: Final = (150.0, 300.0)  # open loop: newcomers per second, all processes together
+SEED: Final = 1  # open loop: seed of the arrival gaps
+RATE_KEPT: Final = 0.95  # open loop: answers in the window ÷ newcomers scheduled in it
+MAX_RUNS: Final = (100 - FIRST_WORKER_SLOT) // SLOTS_PER_RUN  # runs sharing one schema
 READY_TIMEOUT_S: Final = 60.0
 WARMUP_S: Final = 1.0
 DURATION_S: Final = 6.0
@@ -140,6 +149,28 @@ def run_async(coroutine: Coroutine[Any, Any, T], timeout: float = PHASE_TIMEOUT_
 
 
 # ====================================================================== results
+def _rate(value: float) -> str:
+    return f"{value:,g}"
+
+
+@dataclass(frozen=True, slots=True)
+class Load:
+    """How the worker processes drive their newcomers: ``tasks`` in flight per process
+    (closed loop), or ``rate`` newcomers per second offered by all of them together
+    (open loop; ``tasks`` is then the warm-up's 1)."""
+
+    tasks: int = 1
+    rate: float = 0.0
+
+    @property
+    def open(self) -> bool:
+        return self.rate > 0
+
+    @property
+    def phase(self) -> str:
+        return f"{_rate(self.rate)}/s open loop" if self.open else f"× {self.tasks}"
+
+
 @dataclass(slots=True)
 class Admission:
     """One admission workload: PostgreSQL from several processes, or in memory."""
@@ -148,6 +179,7 @@ class Admission:
     implementation: str
     in_flight: int = 1
     processes: int = 1
+    rate: float = 0.0  # open loop: offered newcomers per second, all processes; 0 = closed
     admit_ms: list[float] = field(default_factory=list)
     report_ms: list[float] = field(default_factory=list)
     answers: Counter[str] = field(default_factory=Counter)
@@ -160,14 +192,51 @@ class Admission:
     errors: list[str] = field(default_factory=list)
     waiting_before: int = 0
     waiting_after: int = 0
+    # Open loop only: admit_ms runs from each newcomer's scheduled arrival.
+    lag_ms: list[float] = field(default_factory=list)  # scheduled arrival -> task running
+    offered: int = 0  # newcomers scheduled in the window
+    completed: int = 0  # answers returned in the window
+    unfinished: int = 0  # cancelled DRAIN_SECONDS after the window
+    most_in_flight: int = 0  # newcomers scheduled and not yet answered, all processes
+    mean_in_flight: float = math.nan
+
+    @property
+    def open_loop(self) -> bool:
+        return self.rate > 0
+
+    @property
+    def load(self) -> str:
+        if self.open_loop:
+            return f"{self.processes} processes, {_rate(self.rate)}/s offered (open loop)"
+        return f"{self.processes} × {self.in_flight}"
 
     @property
     def throughput(self) -> float:
-        return len(self.admit_ms) / self.window if self.window else math.nan
+        """Closed loop: measured ``admit`` calls per second; open loop: answers returned
+        in the window per second (the achieved rate)."""
+        if not self.window:
+            return math.nan
+        return (self.completed if self.open_loop else len(self.admit_ms)) / self.window
+
+    @property
+    def scheduled_rate(self) -> float:
+        return self.offered / self.window if self.window else math.nan
+
+    @property
+    def rate_kept(self) -> bool:
+        return self.completed >= RATE_KEPT * self.offered
 
     @property
     def cpu_per_admission_ms(self) -> float:
-        return 1000 * self.cpu_seconds / len(self.admit_ms) if self.admit_ms else math.nan
+        count = self.completed if self.open_loop else len(self.admit_ms)
+        return 1000 * self.cpu_seconds / count if count else math.nan
+
+    @property
+    def mean_turn_ms(self) -> float:
+        """Mean ``admit`` plus, when admitted, its completing ``report``: one task's turn."""
+        if not self.admit_ms:
+            return math.nan
+        return (sum(self.admit_ms) + sum(self.report_ms)) / len(self.admit_ms)
 
     @property
     def p50(self) -> float:
@@ -176,6 +245,10 @@ class Admission:
     @property
     def p99(self) -> float:
         return quantile(self.admit_ms, 0.99)
+
+    @property
+    def max_ms(self) -> float:
+        return max(self.admit_ms, default=math.nan)
 
 
 @dataclass(slots=True)
@@ -208,8 +281,11 @@ class Run:
     server_version: str = "unknown"
     server_settings: dict[str, str] = field(default_factory=dict)
     phases: list[tuple[str, float]] = field(default_factory=list)
+    seed: int | None = None  # open loop: the seed of the arrival gaps (None: no open loop)
 
-    def admission(self, implementation: str, label: str, in_flight: int) -> Admission | None:
+    def admission(
+        self, implementation: str, label: str, in_flight: int, rate: float = 0.0
+    ) -> Admission | None:
         return next(
             (
                 a
@@ -217,6 +293,7 @@ class Run:
                 if a.implementation == implementation
                 and a.label == label
                 and a.in_flight == in_flight
+                and a.rate == rate
             ),
             None,
         )
@@ -299,19 +376,36 @@ def run_processes(
     schema: str,
     settings: SchedulerSettings,
     *,
-    tasks: int,
+    load: Load,
     warmup: float,
     duration: float,
-) -> tuple[list[LoadResult], float]:
+    seed: int = SEED,
+    run_number: int = 0,
+) -> tuple[list[LoadResult], float, tuple[float, float]]:
     """Start the workers, line up their windows, collect their results; also return
-    the machine's CPU use (all processes, not only these) during the window."""
+    the machine's CPU use (all processes, not only these) during the window and the
+    window itself (system-wide monotonic clock).
+
+    Open loop: each process offers a third of ``load.rate``. ``run_number`` gives the
+    runs that share a schema download indices of their own."""
     context = multiprocessing.get_context("spawn")
     pipes = []
     workers = []
     try:
         for process in range(PROCESSES):
             parent, child = context.Pipe()
-            spec = LoadSpec(kind, dsn, schema, settings, process, tasks, WAITING)
+            spec = LoadSpec(
+                kind,
+                dsn,
+                schema,
+                settings,
+                process,
+                1 if load.open else load.tasks,
+                WAITING,
+                run_number=run_number,
+                rate=load.rate / PROCESSES,
+                seed=seed,
+            )
             worker = context.Process(target=run_worker, args=(spec, child), daemon=True)
             worker.start()
             child.close()
@@ -337,7 +431,7 @@ def run_processes(
             results.append(result)
         for worker in workers:
             worker.join(30)
-        return results, busy
+        return results, busy, (start, end)
     finally:
         for worker in workers:
             if worker.is_alive():
@@ -356,25 +450,70 @@ def _receive(pipe: Any, worker: Any, timeout: float) -> Any:
     return pipe.recv()
 
 
+def in_flight(spans: Sequence[tuple[float, float]], start: float, end: float) -> tuple[int, float]:
+    """The most and the mean (over time) of the spans open at once in [start, end)."""
+    events = sorted([(begun, 1) for begun, _ in spans] + [(answered, -1) for _, answered in spans])
+    count = most = 0
+    area = 0.0
+    last = start
+    for moment, step in events:  # at equal moments, an answer before an arrival
+        if moment >= end:
+            break
+        if moment > last:
+            area += count * (moment - last)
+            last = moment
+        if moment >= start:
+            most = max(most, count)
+        count += step
+        if moment >= start:
+            most = max(most, count)
+    area += count * (end - last)
+    most = max(most, count)
+    return most, area / (end - start) if end > start else math.nan
+
+
 def postgres_admissions(
     label: str,
     kind: str,
     dsn: str,
     schema: str,
     settings: SchedulerSettings,
-    tasks: int,
+    load: Load,
     duration: float,
+    *,
+    seed: int = SEED,
+    run_number: int = 0,
 ) -> Admission:
-    results, busy = run_processes(
-        kind, dsn, schema, settings, tasks=tasks, warmup=WARMUP_S, duration=duration
+    results, busy, (start, end) = run_processes(
+        kind,
+        dsn,
+        schema,
+        settings,
+        load=load,
+        warmup=WARMUP_S,
+        duration=duration,
+        seed=seed,
+        run_number=run_number,
     )
-    merged = Admission(label, "PostgreSQL", in_flight=tasks, processes=len(results))
+    merged = Admission(
+        label,
+        "PostgreSQL",
+        in_flight=1 if load.open else load.tasks,
+        processes=len(results),
+        rate=load.rate,
+    )
     merged.machine_busy = busy
+    spans: list[tuple[float, float]] = []
     for result in results:
         merged.admit_ms += result.admit_ms
         merged.report_ms += result.report_ms
         merged.answers.update(result.answers)
         merged.cpu_seconds += result.cpu_seconds
+        merged.lag_ms += result.lag_ms
+        spans += result.spans
+        merged.offered += result.offered
+        merged.completed += result.completed
+        merged.unfinished += result.unfinished
         merged.ticks += len(result.tick_ms)
         if result.led:
             merged.leaders += 1
@@ -383,6 +522,8 @@ def postgres_admissions(
     if merged.errors:
         raise RuntimeError(f"{label}: worker errors: {merged.errors}")
     merged.window = max((result.window for result in results), default=0.0)
+    if load.open:
+        merged.most_in_flight, merged.mean_in_flight = in_flight(spans, start, end)
     return merged
 
 
@@ -825,6 +966,11 @@ def _ratio(value: float) -> str:
     return f"{value:,.0f}×" if value >= 100 else f"{value:.2g}×" if value < 1 else f"{value:.1f}×"
 
 
+def _turn_ms(tasks: int, throughput: float) -> float:
+    """Little's law: the mean turn of a task, tasks in flight ÷ throughput."""
+    return 1000 * tasks / throughput if throughput > 0 else math.nan
+
+
 def _verdict(ok: bool) -> str:
     return "**pass**" if ok else "**FAIL**"
 
@@ -834,20 +980,62 @@ def _answers(answers: Counter[str]) -> str:
 
 
 _ADMISSION_WORKLOADS = ("newcomer on an empty queue", "newcomer behind the queue")
+_EXPECTED_ANSWERS = {_ADMISSION_WORKLOADS[0]: "admitted", _ADMISSION_WORKLOADS[1]: "queued"}
 
 
-def target_rows(run: Run, levels: Sequence[int]) -> list[str]:
+def _postgres(run: Run, label: str, *, open_loop: bool) -> list[Admission]:
+    return [
+        a
+        for a in run.admissions
+        if a.implementation == "PostgreSQL" and a.label == label and a.open_loop == open_loop
+    ]
+
+
+def _misanswered(a: Admission) -> str:
+    """What kept a workload from answering as it should (empty when nothing did)."""
+    expected = _EXPECTED_ANSWERS.get(a.label)
+    total = sum(a.answers.values())
+    other = total - a.answers[expected] if expected is not None else 0
+    if not other:
+        return ""
+    if a.label == _ADMISSION_WORKLOADS[0]:
+        return f"; {other:,} of {total:,} not admitted: the queue did not stay empty"
+    return f"; {other:,} of {total:,} not {expected}"
+
+
+def target_rows(run: Run) -> list[str]:
     rows = ["| Target | Measured | Result |", "| --- | --- | --- |"]
+    target = f"new-session admission p99 ≤ {ADMISSION_P99_TARGET_MS:g} ms, {PROCESSES} processes"
     for label in _ADMISSION_WORKLOADS:
-        for level in levels:
-            found = run.admission("PostgreSQL", label, level)
-            if found is None:
-                continue
+        for a in _postgres(run, label, open_loop=True):
+            notes = _misanswered(a)
+            if not a.rate_kept:
+                notes += "; rate not kept: saturated"
+            if a.unfinished:
+                notes += f"; {a.unfinished:,} unfinished"
+            ok = a.p99 <= ADMISSION_P99_TARGET_MS and not notes
             rows.append(
-                f"| new-session admission p99 ≤ {ADMISSION_P99_TARGET_MS:g} ms, "
-                f"{PROCESSES} processes × {level} in flight: {label} "
-                f"| p99 {_ms(found.p99)} (p50 {_ms(found.p50)}, {found.throughput:,.0f}/s) "
-                f"| {_verdict(found.p99 <= ADMISSION_P99_TARGET_MS)} |"
+                f"| {target}, open loop at {_rate(a.rate)}/s offered: {label} "
+                f"| p99 {_ms(a.p99)} (p50 {_ms(a.p50)}, max {_ms(a.max_ms)}"
+                f"; achieved {a.throughput:,.0f}/s of {a.scheduled_rate:,.0f}/s offered{notes}) "
+                f"| {_verdict(ok)} |"
+            )
+        for a in _postgres(run, label, open_loop=False):
+            notes = _misanswered(a)
+            if a.in_flight > 1:
+                tasks = a.processes * a.in_flight
+                turn = "`admit` + `report`" if a.report_ms else "`admit`"
+                notes += (
+                    "; saturation throughput: queueing at saturation, not the cost of an "
+                    f"admission: {tasks} in flight ÷ {a.throughput:,.0f}/s = "
+                    f"{_ms(_turn_ms(tasks, a.throughput))} per {turn} (measured mean "
+                    f"{_ms(a.mean_turn_ms)})"
+                )
+            ok = a.p99 <= ADMISSION_P99_TARGET_MS and not _misanswered(a)
+            rows.append(
+                f"| {target} × {a.in_flight} in flight, closed loop: {label} "
+                f"| p99 {_ms(a.p99)} (p50 {_ms(a.p50)}, {a.throughput:,.0f}/s{notes}) "
+                f"| {_verdict(ok)} |"
             )
     memory, postgres = run.ranges.get("in memory"), run.ranges.get("PostgreSQL")
     if memory is not None and postgres is not None:
@@ -881,6 +1069,8 @@ def admission_rows(run: Run) -> list[str]:
         "| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for a in run.admissions:
+        if a.open_loop:
+            continue
         memory = run.admission("in memory", a.label, 1)
         versus = throughput = "–"
         if memory is not None and a.implementation == "PostgreSQL":
@@ -896,15 +1086,65 @@ def admission_rows(run: Run) -> list[str]:
     return rows
 
 
+def open_rows(run: Run) -> list[str]:
+    rows = [
+        "| workload | offered | scheduled in window | achieved | rate kept "
+        "| answers (measured) | p50 | p90 | p99 | max | in flight: most / mean "
+        "| start lag p99 / max | completing `report` p50 / p99 "
+        "| CPU per admission (scheduler processes) | machine CPU busy |",
+        "| --- | ---: | ---: | ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: "
+        "| ---: | ---: | ---: |",
+    ]
+    for a in run.admissions:
+        if not a.open_loop:
+            continue
+        busy = "–" if math.isnan(a.machine_busy) else f"{a.machine_busy:.0%}"
+        report = (
+            f"{_ms(median(a.report_ms))} / {_ms(quantile(a.report_ms, 0.99))}"
+            if a.report_ms
+            else "–"
+        )
+        rows.append(
+            f"| {a.label} | {_rate(a.rate)}/s | {a.scheduled_rate:,.0f}/s ({a.offered:,}) "
+            f"| {a.throughput:,.0f}/s | {'yes' if a.rate_kept else 'no'} "
+            f"| {_answers(a.answers)} | {_ms(a.p50)} | {_ms(quantile(a.admit_ms, 0.9))} "
+            f"| {_ms(a.p99)} | {_ms(a.max_ms)} "
+            f"| {a.most_in_flight} / {a.mean_in_flight:.1f} "
+            f"| {_ms(quantile(a.lag_ms, 0.99))} / {_ms(max(a.lag_ms, default=math.nan))} "
+            f"| {report} | {_ms(a.cpu_per_admission_ms)} | {busy} |"
+        )
+    return rows
+
+
+def little_rows(run: Run) -> list[str]:
+    """The closed loops by Little's law: tasks in flight ÷ throughput = mean turn."""
+    rows = [
+        "| workload | processes × in flight | throughput | in flight ÷ throughput "
+        "| measured mean `admit` (+ `report`) | mean `admit` | p99 `admit` "
+        "| machine CPU busy |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for label in _ADMISSION_WORKLOADS:
+        for a in _postgres(run, label, open_loop=False):
+            busy = "–" if math.isnan(a.machine_busy) else f"{a.machine_busy:.0%}"
+            mean_admit = sum(a.admit_ms) / len(a.admit_ms) if a.admit_ms else math.nan
+            rows.append(
+                f"| {a.label} | {a.load} | {a.throughput:,.0f}/s "
+                f"| {_ms(_turn_ms(a.processes * a.in_flight, a.throughput))} "
+                f"| {_ms(a.mean_turn_ms)} | {_ms(mean_admit)} | {_ms(a.p99)} | {busy} |"
+            )
+    return rows
+
+
 def report_rows(run: Run) -> list[str]:
     rows = [
-        "| implementation | processes × in flight | completing `report` p50 | p99 |",
+        "| implementation | load | completing `report` p50 | p99 |",
         "| --- | --- | ---: | ---: |",
     ]
     for a in run.admissions:
         if a.label == _ADMISSION_WORKLOADS[0] and a.report_ms:
             rows.append(
-                f"| {a.implementation} | {a.processes} × {a.in_flight} "
+                f"| {a.implementation} | {a.load} "
                 f"| {_ms(median(a.report_ms))} | {_ms(quantile(a.report_ms, 0.99))} |"
             )
     return rows
@@ -982,14 +1222,16 @@ def trace_rows(run: Run) -> list[str]:
 def render(run: Run, argv: Sequence[str], wall: float, loads: tuple[str, str]) -> str:
     now = datetime.datetime.now(datetime.UTC)
     command = shlex.join(["python", "-m", "benchmarks.pg_bench", *argv])
-    levels = sorted({a.in_flight for a in run.admissions if a.implementation == "PostgreSQL"})
     settings = run.server_settings
-    claim = run.admission("PostgreSQL", "bare `CLAIM_SLOT` + `RELEASE_SLOT`", max(levels or [1]))
+    claim = next(
+        (a for a in run.admissions if a.label == "bare `CLAIM_SLOT` + `RELEASE_SLOT`"), None
+    )
     queued = [
         a
         for a in run.admissions
         if a.implementation == "PostgreSQL" and a.label == _ADMISSION_WORKLOADS[1]
     ]
+    seeded = "" if run.seed is None else f"; open-loop arrival gaps seeded with {run.seed}"
     lines = [
         SECTION_HEADING,
         "",
@@ -1005,13 +1247,40 @@ def render(run: Run, argv: Sequence[str], wall: float, loads: tuple[str, str]) -
         f"- Settings: newcomers on an empty queue: sessions={ADMIT_SESSIONS}; the "
         f"{WAITING:,} queue: sessions={TICK_SESSIONS} ({TICK_SESSIONS - FREE_SLOTS} held, "
         f"{FREE_SLOTS} free); both queue_limit={QUEUE_LIMIT:,}, queue_per_principal=4,096, "
-        "strategy ordered, tickets on; leases 10 s; pool of 8 connections per process",
+        f"strategy ordered, tickets on; leases 10 s; pool of {POOL_SIZE} connections per "
+        f"process{seeded}",
         "",
         "### Targets",
         "",
-        *target_rows(run, levels),
+        *target_rows(run),
         "",
-        f"### New-session admission ({PROCESSES} processes sharing one schema)",
+    ]
+    if any(a.open_loop for a in run.admissions):
+        lines += [
+            f"### New-session admission, open loop ({PROCESSES} processes sharing one schema)",
+            "",
+            *open_rows(run),
+            "",
+            "Each process offers a third of the rate: newcomers at exponentially distributed "
+            "gaps (seeded), each in a task of its own, however many are in flight. Latency "
+            "runs from a newcomer's scheduled arrival until `admit` returns, so time the "
+            f"process or its connection pool ({POOL_SIZE} connections) kept it waiting "
+            "counts; start lag is the part before its task ran. Achieved is answers returned "
+            "in the window per second; the rate is kept when that is at least "
+            f"{RATE_KEPT:.0%} of the newcomers scheduled in the window (the draw of the "
+            "gaps, near the offered rate), else the system is saturated at that rate and the "
+            "latency grows with the window. In flight counts newcomers scheduled and not yet "
+            "answered, all processes together. After the window, newcomers still running get "
+            f"{DRAIN_SECONDS:g} s to finish, the rest are counted unfinished. `report` is "
+            "timed from the answer. On the empty queue a newcomer that finds no free slot "
+            f"(the {ADMIT_SESSIONS} slots all held by newcomers admitted and still waiting "
+            "for their `report`, as when the rate is not kept or a process stalls) is "
+            "queued, and since the benchmark's newcomers never come back, every later one "
+            "queues behind it: answers other than admitted mean the queue did not stay empty.",
+            "",
+        ]
+    lines += [
+        f"### New-session admission, closed loop ({PROCESSES} processes sharing one schema)",
         "",
         *admission_rows(run),
         "",
@@ -1021,6 +1290,13 @@ def render(run: Run, argv: Sequence[str], wall: float, loads: tuple[str, str]) -
         "the CPU time of the scheduler processes (their ticks included) over the window ÷ "
         "the admissions; the database's own CPU is not in it. Machine CPU busy counts "
         "every process on the machine, not only the benchmark's.",
+        "",
+        "A closed loop sends the next newcomer when the last is answered, so it runs as "
+        "fast as the machine allows: its throughput is the capacity, and once the machine "
+        "is saturated its latency is queueing (Little's law: tasks in flight ÷ throughput "
+        "= mean turn of a task), not the cost of one admission:",
+        "",
+        *little_rows(run),
         "",
     ]
     if claim is not None:
@@ -1034,14 +1310,11 @@ def render(run: Run, argv: Sequence[str], wall: float, loads: tuple[str, str]) -
     if queued:
         lines += [
             "Newcomers behind the queue: waiting sessions "
-            + "; ".join(
-                f"{a.waiting_before:,} → {a.waiting_after:,} ({a.in_flight} in flight)"
-                for a in queued
-            )
+            + "; ".join(f"{a.waiting_before:,} → {a.waiting_after:,} ({a.load})" for a in queued)
             + ". The leader among the three processes ticked meanwhile: "
             + "; ".join(
                 f"median {_ms(median(a.leader_tick_ms))}, max "
-                f"{_ms(max(a.leader_tick_ms, default=math.nan))} ({a.in_flight} in flight)"
+                f"{_ms(max(a.leader_tick_ms, default=math.nan))} ({a.load})"
                 for a in queued
             )
             + ".",
@@ -1095,7 +1368,7 @@ def render(run: Run, argv: Sequence[str], wall: float, loads: tuple[str, str]) -
         "filled with `admit`. See `benchmarks/README.md`.",
         "- Worker ticks during the PostgreSQL admission windows: "
         + "; ".join(
-            f"{a.label} × {a.in_flight}: {a.ticks} ticks, {a.leaders} leader"
+            f"{a.label}, {a.load}: {a.ticks} ticks, {a.leaders} leader"
             for a in run.admissions
             if a.implementation == "PostgreSQL" and a.ticks
         ),
@@ -1127,6 +1400,18 @@ def parse_levels(text: str) -> tuple[int, ...]:
     return levels
 
 
+def parse_rates(text: str) -> tuple[float, ...]:
+    if text.strip().lower() == "none":
+        return ()
+    try:
+        rates = tuple(sorted({float(part) for part in text.split(",") if part.strip()}))
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(f"rates are numbers or none: {error}") from error
+    if not rates or any(not math.isfinite(rate) or rate <= 0 for rate in rates):
+        raise argparse.ArgumentTypeError("rates are positive newcomers per second, or none")
+    return rates
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m benchmarks.pg_bench",
@@ -1139,7 +1424,20 @@ def build_parser() -> argparse.ArgumentParser:
         "--in-flight",
         type=parse_levels,
         default=LEVELS,
-        help="admissions in flight per process, comma-separated (default 1,4)",
+        help="closed loop: admissions in flight per process, comma-separated (default 1,4)",
+    )
+    parser.add_argument(
+        "--rates",
+        type=parse_rates,
+        default=RATES,
+        help="open loop: newcomers per second offered by the three processes together, "
+        "comma-separated, or none (default 150,300)",
+    )
+    parser.add_argument(
+        "--seed",
+        type=int,
+        default=SEED,
+        help=f"open loop: seed of the arrival gaps (default {SEED})",
     )
     parser.add_argument(
         "--duration", type=float, default=None, help=f"seconds per window (default {DURATION_S:g})"
@@ -1168,12 +1466,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     duration: float = args.duration or (QUICK_DURATION_S if quick else DURATION_S)
     ticks: int = args.ticks or (QUICK_TICKS if quick else TICKS)
     levels: tuple[int, ...] = args.in_flight
+    rates: tuple[float, ...] = args.rates
+    seed: int = args.seed
+    loads = [Load(tasks=level) for level in levels] + [Load(rate=rate) for rate in rates]
+    if len(loads) > MAX_RUNS:
+        log(f"at most {MAX_RUNS} in-flight levels and rates together")
+        return 2
     newcomers = QUICK_MEMORY_NEWCOMERS if quick else MEMORY_NEWCOMERS
     batches, pairs = (
         (QUICK_RANGE_BATCHES, QUICK_RANGE_PAIRS) if quick else (RANGE_BATCHES, RANGE_PAIRS)
     )
     output: Path | None = args.output or (None if quick else RESULTS_PATH)
-    run = Run()
+    run = Run(seed=seed if rates else None)
     try:
         run.server_version, run.server_settings = run_async(server_info(dsn), 30)
     except (OSError, asyncpg.PostgresError, TimeoutError) as error:
@@ -1192,11 +1496,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     with phase(run, "bare claim"), throwaway_schema(dsn, "claim") as schema:
         label = "bare `CLAIM_SLOT` + `RELEASE_SLOT`"
         settings = settings_for(ADMIT_SESSIONS)
-        claim = postgres_admissions(label, CLAIM, dsn, schema, settings, max(levels), duration)
+        claim = postgres_admissions(
+            label, CLAIM, dsn, schema, settings, Load(tasks=max(levels)), duration
+        )
         run.admissions.append(claim)
-    for level in levels:
+    for load in loads:
         with (
-            phase(run, f"newcomers on an empty queue × {level}"),
+            phase(run, f"newcomers on an empty queue, {load.phase}"),
             throwaway_schema(dsn, "admit") as schema,
         ):
             run.admissions.append(
@@ -1206,8 +1512,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                     dsn,
                     schema,
                     settings_for(ADMIT_SESSIONS),
-                    level,
+                    load,
                     duration,
+                    seed=seed,
                 )
             )
     with phase(run, "range admission"), throwaway_schema(dsn, "ranges") as schema:
@@ -1220,8 +1527,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 postgres_queue(dsn, schema, ticks)
             )
             run.ticks["PostgreSQL (leader)"] = tick
-        for level in levels:
-            with phase(run, f"newcomers behind the queue × {level}"):
+        for run_number, load in enumerate(loads):
+            with phase(run, f"newcomers behind the queue, {load.phase}"):
                 before = run_async(_count_waiting(dsn, schema), 30)
                 queued = postgres_admissions(
                     _ADMISSION_WORKLOADS[1],
@@ -1229,8 +1536,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                     dsn,
                     schema,
                     settings_for(TICK_SESSIONS),
-                    level,
+                    load,
                     duration,
+                    seed=seed,
+                    run_number=run_number,
                 )
                 queued.waiting_before = before
                 queued.waiting_after = run_async(_count_waiting(dsn, schema), 30)
@@ -1238,7 +1547,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     order = {"in memory": 0, "PostgreSQL": 1}
     labels = {_ADMISSION_WORKLOADS[0]: 0, _ADMISSION_WORKLOADS[1]: 1}
     run.admissions.sort(
-        key=lambda a: (labels.get(a.label, 2), order[a.implementation], a.in_flight)
+        key=lambda a: (labels.get(a.label, 2), order[a.implementation], a.rate, a.in_flight)
     )
     wall = time.perf_counter() - began
     section = render(run, args_list, wall, (load_before, load_average()))
