@@ -1269,7 +1269,7 @@ def _analysis_section(run: Run) -> list[str]:
                 "(below).",
                 "",
             ]
-        elif ip is not None:
+        elif ip is not None and w.body_size >= CHUNK_SIZE:  # the 8 MiB ranges
             chunks = w.body_size // CHUNK_SIZE
             rest = ip.overhead_us - ip.scheduler_us
             lines += [
