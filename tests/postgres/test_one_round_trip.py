@@ -31,7 +31,7 @@ from arkvory_sched import (
 )
 from arkvory_sched.postgres import PostgresScheduler
 from arkvory_sched.postgres import _sql as sql
-from arkvory_sched.postgres._leader import caught_up
+from arkvory_sched.postgres._leader import SHAPE_REUSE_WAITING, caught_up
 
 pytestmark = pytest.mark.anyio
 
@@ -381,3 +381,44 @@ async def test_only_a_grant_waits_for_its_commit_to_reach_the_disk(
     delivery = (b"k1", claim["lease_token"], 0, SIZE, True, True, NOW + 5, True, claim["slot_no"])
     assert await _commit_setting_after(db, sql.RECORD_DELIVERY, *delivery) == "off"
     assert await db.fetchval("SELECT current_setting('synchronous_commit')") == "on"
+
+
+# ------------------------------------------------------------------- the queue's shape
+async def _fill_waiting(db: asyncpg.Connection, count: int) -> None:
+    await db.execute(
+        """
+        INSERT INTO download_session (
+            session_key, principal, base_class, queue_rank, has_id, object_size, state,
+            arrival, arrival_wall_ms, order_key, aging_since, waiting_since, check_at,
+            no_show_at, last_activity)
+        SELECT ('w' || n)::bytea, 'p' || (n % 97), 2, 2, true, $2, 0, $3::float8,
+               ($3::float8 * 1000)::bigint, n, $3::float8, $3::float8, $3::float8 + 3600,
+               $3::float8 + 7200, $3::float8
+        FROM generate_series(1, $1) AS n
+        """,
+        count,
+        SIZE,
+        NOW,
+    )
+
+
+@pytest.mark.parametrize(("waiting", "counts"), [(SHAPE_REUSE_WAITING, 1), (100, 2)])
+async def test_the_leader_counts_a_long_queue_at_most_every_two_seconds(
+    database_url: str, schema: str, db: asyncpg.Connection, waiting: int, counts: int
+) -> None:
+    """A short queue is counted on every tick; a long one's count is reused briefly."""
+    await _fill_waiting(db, waiting)
+    scheduler = await PostgresScheduler.connect(
+        database_url, schema=schema, migrate=False, pool_size=2, settings=SchedulerSettings()
+    )
+    try:
+        shape = " ".join(sql.QUEUE_SHAPE.split())
+        with statements_sent() as sent:
+            await scheduler.tick()
+            await scheduler.tick()
+        assert scheduler.is_leader
+        assert sent.count(shape) == counts
+        lengths = await db.fetchval("SELECT class_lengths FROM queue_state")
+        assert list(lengths) == [0, 0, waiting, 0]
+    finally:
+        await scheduler.disconnect()

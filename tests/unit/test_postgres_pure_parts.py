@@ -13,7 +13,12 @@ from arkvory_sched.postgres._estimates import (
     smallest_first_key,
     stride_ahead,
 )
-from arkvory_sched.postgres._leader import caught_up
+from arkvory_sched.postgres._leader import (
+    SHAPE_REUSE_SECONDS,
+    SHAPE_REUSE_WAITING,
+    QueueShape,
+    caught_up,
+)
 from arkvory_sched.postgres._leases import LeaseCache
 
 MIB = 1024 * 1024
@@ -169,3 +174,11 @@ def test_idle_classes_catch_up_with_the_slowest_busy_class() -> None:
 def test_when_every_class_is_idle_they_catch_up_with_the_highest_pass() -> None:
     assert caught_up([2.0, 9.0, 4.0, 0.0], [0, 1, 2, 3]) == [9.0, 9.0, 9.0, 9.0]
     assert caught_up([2.0, 9.0, 4.0, 0.0], []) == [2.0, 9.0, 4.0, 0.0]
+
+
+def test_a_queue_shape_is_reused_only_for_a_long_queue_and_briefly() -> None:
+    long = QueueShape((0, 10, SHAPE_REUSE_WAITING, 0), 1.0, SHAPE_REUSE_WAITING + 10, 100.0)
+    assert long.reusable(100.0 + SHAPE_REUSE_SECONDS - 0.01)
+    assert not long.reusable(100.0 + SHAPE_REUSE_SECONDS)
+    short = QueueShape((0, 1, SHAPE_REUSE_WAITING - 2, 0), 1.0, SHAPE_REUSE_WAITING, 100.0)
+    assert not short.reusable(100.0)
