@@ -41,6 +41,7 @@ from arkvory_sched import (
     Decision,
     Delivered,
     DownloadRequest,
+    DownloadScheduler,
     Queued,
     Rejected,
     SchedulerSettings,
@@ -57,8 +58,10 @@ __all__ = [
     "KINDS",
     "LoadResult",
     "LoadSpec",
+    "answer_of",
     "fill_waiting",
     "index_base",
+    "newcomer_timed",
     "run_worker",
     "worker_slot",
 ]
@@ -245,24 +248,35 @@ async def _admit_one(
     task: int,
     result: LoadResult | None,
 ) -> None:
-    """One newcomer: ``admit`` timed; when admitted, the whole object reported, timed."""
+    """One newcomer of this task's own, timed by :func:`newcomer_timed`."""
     index = counters[task]
     counters[task] += 1
-    request = workload.request(index)
+    decision, admit_ms, report_ms = await newcomer_timed(scheduler, workload.request(index))
+    if result is not None:
+        result.answers[answer_of(decision)] += 1
+        result.admit_ms.append(admit_ms)
+        if report_ms is not None:
+            result.report_ms.append(report_ms)
+
+
+async def newcomer_timed(
+    scheduler: DownloadScheduler, request: DownloadRequest
+) -> tuple[Decision, float, float | None]:
+    """``admit`` timed; when admitted, the whole object reported at once, timed.
+
+    Returns the decision and the milliseconds of ``admit`` and of ``report`` (``None``
+    when nothing was admitted), the same for either implementation.
+    """
     started = time.perf_counter()
     decision = await scheduler.admit(request)
     admitted = time.perf_counter()
-    if isinstance(decision, Admitted):
-        await scheduler.report(decision.grant, Delivered(ByteRange(0, request.object_size)))
-    reported = time.perf_counter()
-    if result is not None:
-        result.answers[_answer(decision)] += 1
-        result.admit_ms.append(1000 * (admitted - started))
-        if isinstance(decision, Admitted):
-            result.report_ms.append(1000 * (reported - admitted))
+    if not isinstance(decision, Admitted):
+        return decision, 1000 * (admitted - started), None
+    await scheduler.report(decision.grant, Delivered(ByteRange(0, request.object_size)))
+    return decision, 1000 * (admitted - started), 1000 * (time.perf_counter() - admitted)
 
 
-def _answer(decision: Decision) -> str:
+def answer_of(decision: Decision) -> str:
     if isinstance(decision, Admitted):
         return "admitted"
     if isinstance(decision, Queued):
@@ -348,7 +362,7 @@ async def _open_arrival(
     decision: Decision | None = None
     try:
         decision = await scheduler.admit(request)
-        answer = _answer(decision)
+        answer = answer_of(decision)
     except asyncio.CancelledError:
         result.spans.append((scheduled, time.monotonic()))
         if measured:

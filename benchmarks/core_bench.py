@@ -35,7 +35,6 @@ import time
 import tracemalloc
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from arkvory_sched import (
@@ -53,6 +52,7 @@ from arkvory_sched import (
 from arkvory_sched._core import SchedulerCore
 from arkvory_sched.testing import FakeClock
 from benchmarks._machine import cpu_count, cpu_model, load_average, median
+from benchmarks._report import package_version, verdict, write_section
 
 __all__ = ["main"]
 
@@ -517,13 +517,6 @@ def resident_bytes() -> int | None:
     return pages * os.sysconf("SC_PAGE_SIZE")
 
 
-def _package_version(name: str) -> str:
-    try:
-        return version(name)
-    except PackageNotFoundError:
-        return "unknown"
-
-
 # ====================================================================== report
 def _ms(value: float) -> str:
     return "–" if math.isnan(value) else f"{value:.3f} ms"
@@ -531,10 +524,6 @@ def _ms(value: float) -> str:
 
 def _us(value: float) -> str:
     return "–" if math.isnan(value) else f"{value:.1f} µs"
-
-
-def _verdict(ok: bool) -> str:
-    return "**pass**" if ok else "**FAIL**"
 
 
 def _by_size(results: Sequence[SizeResult], size: int) -> SizeResult | None:
@@ -550,14 +539,14 @@ def target_rows(results: Sequence[SizeResult]) -> list[str]:
             continue
         rows.append(
             f"| median tick ≤ {limit:g} ms at {size:,} waiting | {_ms(found.tick_median)} "
-            f"| {_verdict(found.tick_median <= limit)} |"
+            f"| {verdict(found.tick_median <= limit)} |"
         )
     ratios = [(r.sort_random_ms / r.tick_median, r.size) for r in results]
     worst, worst_size = min(ratios)
     rows.append(
         f"| tick ≥ {SORT_TARGET_RATIO:g}× faster than `list.sort()` of as many tuples "
         f"(random order), every size | lowest {worst:,.0f}× (at {worst_size:,}) "
-        f"| {_verdict(worst >= SORT_TARGET_RATIO)} |"
+        f"| {verdict(worst >= SORT_TARGET_RATIO)} |"
     )
     smallest, largest = min(results, key=lambda r: r.size), max(results, key=lambda r: r.size)
     if largest.size > smallest.size:
@@ -568,7 +557,7 @@ def target_rows(results: Sequence[SizeResult]) -> list[str]:
             f"| tick grows far slower than the queue: median tick growth ≤ "
             f"{GROWTH_SHARE:g} × queue growth ({smallest.size:,} → {largest.size:,}: "
             f"≤ {allowed:.1f}×) | tick {tick_growth:.1f}× for a queue {queue_growth:.0f}× "
-            f"| {_verdict(tick_growth <= allowed)} |"
+            f"| {verdict(tick_growth <= allowed)} |"
         )
     big = _by_size(results, POLL_TARGET_SIZE)
     if big is None:
@@ -577,13 +566,13 @@ def target_rows(results: Sequence[SizeResult]) -> list[str]:
         poll = median(big.poll_us)
         rows.append(
             f"| waiting client's poll ≤ {POLL_TARGET_US:g} µs median at "
-            f"{POLL_TARGET_SIZE:,} waiting | {_us(poll)} | {_verdict(poll <= POLL_TARGET_US)} |"
+            f"{POLL_TARGET_SIZE:,} waiting | {_us(poll)} | {verdict(poll <= POLL_TARGET_US)} |"
         )
     range_worst = max((median(r.range_us), r.size) for r in results)
     rows.append(
         f"| range admission of an active session ≤ {RANGE_TARGET_US:g} µs median, every size "
         f"| highest {_us(range_worst[0])} (at {range_worst[1]:,}) "
-        f"| {_verdict(range_worst[0] <= RANGE_TARGET_US)} |"
+        f"| {verdict(range_worst[0] <= RANGE_TARGET_US)} |"
     )
     measured = [r.memory for r in results if r.memory is not None]
     if measured:
@@ -591,7 +580,7 @@ def target_rows(results: Sequence[SizeResult]) -> list[str]:
         rows.append(
             f"| memory ≤ 1 KiB (1,024 B) per waiting session, every size "
             f"| highest {heaviest.per_session:,.0f} B (at {heaviest.sessions:,} sessions) "
-            f"| {_verdict(heaviest.per_session <= MEMORY_TARGET_BYTES)} |"
+            f"| {verdict(heaviest.per_session <= MEMORY_TARGET_BYTES)} |"
         )
     else:
         rows.append("| memory ≤ 1 KiB per waiting session | not run | – |")
@@ -614,8 +603,8 @@ def render(
         f"- Machine: {cpu_count()} CPUs (`nproc`), {cpu_model()}, "
         f"{platform.system()} {platform.release()}",
         f"- Python: {platform.python_implementation()} {platform.python_version()}, "
-        f"sortedcontainers {_package_version('sortedcontainers')}, "
-        f"itsdangerous {_package_version('itsdangerous')}",
+        f"sortedcontainers {package_version('sortedcontainers')}, "
+        f"itsdangerous {package_version('itsdangerous')}",
         f"- Date: {now:%Y-%m-%d %H:%M} UTC; whole run {wall:.0f} s; load average "
         f"(1 / 5 / 15 min) {loads[0]} before, {loads[1]} after",
         f"- Settings: sessions={SESSIONS} (derived reserve=1, per_principal=4), "
@@ -719,21 +708,6 @@ def render(
     return "\n".join(lines)
 
 
-def write_section(path: Path, section: str) -> None:
-    """Replace the "Scheduler core" section of ``path`` (or create the file)."""
-    if not path.exists():
-        path.write_text("# Benchmark results\n\n" + section, encoding="utf-8")
-        return
-    text = path.read_text(encoding="utf-8")
-    before, found, rest = text.partition(SECTION_HEADING)
-    if not found:
-        path.write_text(text.rstrip("\n") + "\n\n" + section, encoding="utf-8")
-        return
-    following = rest.find("\n## ")
-    after = rest[following + 1 :] if following >= 0 else ""
-    path.write_text(before + section + ("\n" + after if after else ""), encoding="utf-8")
-
-
 # ====================================================================== main
 def parse_sizes(text: str) -> tuple[int, ...]:
     sizes = tuple(sorted({int(part.replace("_", "")) for part in text.split(",") if part}))
@@ -812,7 +786,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     section = render(results, args_list, ticks, wall, (load_before, load_average()))
     print(section)
     if output is not None:
-        write_section(output, section)
+        write_section(output, SECTION_HEADING, section)
         print(f"written to {output}", file=sys.stderr)
     return 0
 

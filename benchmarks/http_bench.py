@@ -44,7 +44,6 @@ from collections import Counter
 from collections.abc import Callable, Coroutine, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any, Final
 
@@ -59,6 +58,7 @@ from arkvory_sched import (
 )
 from arkvory_sched._middleware import PROGRESS_EVERY_BYTES
 from benchmarks._machine import cpu_count, cpu_model, load_average, median
+from benchmarks._report import package_version, verdict, write_section
 
 from ._http_apps import (
     CHUNK_SIZE,
@@ -944,17 +944,6 @@ def _signed_lat(us: float) -> str:
     return sign + _lat(abs(us))
 
 
-def _verdict(ok: bool) -> str:
-    return "**pass**" if ok else "**FAIL**"
-
-
-def _package_version(name: str) -> str:
-    try:
-        return version(name)
-    except PackageNotFoundError:
-        return "not installed"
-
-
 def wrk_version(wrk: str) -> str:
     completed = subprocess.run([wrk, "--version"], capture_output=True, text=True, check=False)
     first = (completed.stdout or completed.stderr).strip().splitlines()
@@ -1003,7 +992,7 @@ def _target_rows(run: Run) -> list[str]:
             f"| {w.title}: throughput loss ≤ {w.target_loss:.0%} "
             f"| {result.kept:.1%} ({_loss_text(result.loss)}) | {low:.1%}–{high:.1%} "
             f"| {q1:.1%}–{q3:.1%} | {min(ratios):.1%}–{max(ratios):.1%} "
-            f"| {_verdict(result.loss <= w.target_loss)}"
+            f"| {verdict(result.loss <= w.target_loss)}"
             + (
                 " (within the noise: the interval contains the target)"
                 if _unresolved(result)
@@ -1326,9 +1315,9 @@ def render(run: Run) -> str:
         f"{platform.system()} {platform.release()}, shared with other work; placement: "
         f"{run.plan.where.describe()}",
         f"- Python: {platform.python_implementation()} {platform.python_version()}, "
-        f"uvicorn {_package_version('uvicorn')} (`--http {run.plan.http_impl}`, "
-        f"{run.plan.http_impl} {_package_version(run.plan.http_impl)}, `--loop asyncio`), "
-        f"Starlette {_package_version('starlette')}, anyio {_package_version('anyio')}; "
+        f"uvicorn {package_version('uvicorn')} (`--http {run.plan.http_impl}`, "
+        f"{run.plan.http_impl} {package_version(run.plan.http_impl)}, `--loop asyncio`), "
+        f"Starlette {package_version('starlette')}, anyio {package_version('anyio')}; "
         f"{run.wrk or 'wrk not run'}",
         f"- Date: {now:%Y-%m-%d %H:%M} UTC; load average (1 / 5 / 15 min) "
         f"{run.loads[0]} before, {run.loads[1]} after"
@@ -1400,21 +1389,6 @@ def render(run: Run) -> str:
         ]
     lines.append("")
     return "\n".join(lines)
-
-
-def write_section(path: Path, section: str) -> None:
-    """Replace the "HTTP middleware" section of ``path``, or append it."""
-    if not path.exists():
-        path.write_text("# Benchmark results\n\n" + section, encoding="utf-8")
-        return
-    text = path.read_text(encoding="utf-8")
-    before, found, rest = text.partition(SECTION_HEADING + "\n")
-    if not found:
-        path.write_text(text.rstrip("\n") + "\n\n" + section, encoding="utf-8")
-        return
-    following = rest.find("\n## ")
-    after = rest[following + 1 :] if following >= 0 else ""
-    path.write_text(before + section + ("\n" + after if after else ""), encoding="utf-8")
 
 
 # ====================================================================== main
@@ -1551,7 +1525,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     section = render(run)
     print(section)
     if output is not None:
-        write_section(output, section)
+        write_section(output, SECTION_HEADING, section)
         _progress(f"written to {output}")
     return 0
 

@@ -38,7 +38,6 @@ import time
 from collections import Counter
 from collections.abc import Callable, Coroutine, Iterator, Sequence
 from dataclasses import dataclass, field
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any, Final, TypeVar
 
@@ -47,7 +46,6 @@ import asyncpg
 from arkvory_sched import (
     Admitted,
     ByteRange,
-    Decision,
     Delivered,
     DownloadClass,
     DownloadRequest,
@@ -73,11 +71,14 @@ from benchmarks._pg_load import (
     SLOTS_PER_RUN,
     LoadResult,
     LoadSpec,
+    answer_of,
     fill_waiting,
     index_base,
+    newcomer_timed,
     run_worker,
 )
 from benchmarks._pg_trace import Breakdown, StatementTrace
+from benchmarks._report import package_version, verdict, write_section
 from benchmarks.core_bench import Workload, quantile
 
 __all__ = ["main"]
@@ -540,14 +541,6 @@ def _next_range(request: DownloadRequest, start: int, length: int) -> DownloadRe
     )
 
 
-def _answer(decision: Decision) -> str:
-    if isinstance(decision, Admitted):
-        return "admitted"
-    if isinstance(decision, Queued):
-        return "queued"
-    return f"rejected: {decision.reason.value}"
-
-
 def slot_holders(workload: Workload) -> list[DownloadRequest]:
     """The downloads that hold the slots of the 65,536 queue (first ranges): one
     interactive for the reserved slot, admitted last, and the rest of other classes."""
@@ -605,18 +598,13 @@ async def deliver_ranges(scheduler: DownloadScheduler, holders: Holders) -> None
 async def admit_timed(
     scheduler: InMemoryDownloadScheduler, request: DownloadRequest, result: Admission | None
 ) -> None:
-    """One newcomer in memory: ``admit`` timed; when admitted, completed at once."""
-    started = time.perf_counter_ns()
-    decision = await scheduler.admit(request)
-    admitted = time.perf_counter_ns()
-    if isinstance(decision, Admitted):
-        await scheduler.report(decision.grant, Delivered(ByteRange(0, request.object_size)))
-    reported = time.perf_counter_ns()
+    """One newcomer in memory, timed as the worker processes time theirs."""
+    decision, admit_ms, report_ms = await newcomer_timed(scheduler, request)
     if result is not None:
-        result.answers[_answer(decision)] += 1
-        result.admit_ms.append((admitted - started) / 1e6)
-        if isinstance(decision, Admitted):
-            result.report_ms.append((reported - admitted) / 1e6)
+        result.answers[answer_of(decision)] += 1
+        result.admit_ms.append(admit_ms)
+        if report_ms is not None:
+            result.report_ms.append(report_ms)
 
 
 async def memory_admissions(count: int) -> Admission:
@@ -932,13 +920,6 @@ async def trace_admitted(dsn: str, schema: str) -> tuple[Breakdown, Breakdown]:
 
 
 # ====================================================================== report
-def _package_version(name: str) -> str:
-    try:
-        return version(name)
-    except PackageNotFoundError:
-        return "unknown"
-
-
 async def server_info(dsn: str) -> tuple[str, dict[str, str]]:
     connection = await asyncpg.connect(dsn)
     try:
@@ -969,10 +950,6 @@ def _ratio(value: float) -> str:
 def _turn_ms(tasks: int, throughput: float) -> float:
     """Little's law: the mean turn of a task, tasks in flight ÷ throughput."""
     return 1000 * tasks / throughput if throughput > 0 else math.nan
-
-
-def _verdict(ok: bool) -> str:
-    return "**pass**" if ok else "**FAIL**"
 
 
 def _answers(answers: Counter[str]) -> str:
@@ -1018,7 +995,7 @@ def target_rows(run: Run) -> list[str]:
                 f"| {target}, open loop at {_rate(a.rate)}/s offered: {label} "
                 f"| p99 {_ms(a.p99)} (p50 {_ms(a.p50)}, max {_ms(a.max_ms)}"
                 f"; achieved {a.throughput:,.0f}/s of {a.scheduled_rate:,.0f}/s offered{notes}) "
-                f"| {_verdict(ok)} |"
+                f"| {verdict(ok)} |"
             )
         for a in _postgres(run, label, open_loop=False):
             notes = _misanswered(a)
@@ -1035,7 +1012,7 @@ def target_rows(run: Run) -> list[str]:
             rows.append(
                 f"| {target} × {a.in_flight} in flight, closed loop: {label} "
                 f"| p99 {_ms(a.p99)} (p50 {_ms(a.p50)}, {a.throughput:,.0f}/s{notes}) "
-                f"| {_verdict(ok)} |"
+                f"| {verdict(ok)} |"
             )
     memory, postgres = run.ranges.get("in memory"), run.ranges.get("PostgreSQL")
     if memory is not None and postgres is not None:
@@ -1047,7 +1024,7 @@ def target_rows(run: Run) -> list[str]:
             f"{_us(median(memory.batch_admit_us))} = {ratio_a:.2f}×; B: "
             f"{_us(median(postgres.admit_us))} vs {_us(median(memory.admit_us))} = "
             f"{ratio_b:.2f}×; {postgres.database_admits} round trips "
-            f"| {_verdict(max(ratio_a, ratio_b) <= RANGE_RATIO_TARGET)} |"
+            f"| {verdict(max(ratio_a, ratio_b) <= RANGE_RATIO_TARGET)} |"
         )
     tick = run.ticks.get("PostgreSQL (leader)")
     if tick is not None:
@@ -1055,7 +1032,7 @@ def target_rows(run: Run) -> list[str]:
         rows.append(
             f"| leader's tick ≤ {TICK_TARGET_MS:g} ms at {WAITING:,} waiting (median) "
             f"| median {_ms(median(tick.tick_ms))}, p95 {_ms(p95)}, max "
-            f"{_ms(max(tick.tick_ms))} | {_verdict(median(tick.tick_ms) <= TICK_TARGET_MS)} |"
+            f"{_ms(max(tick.tick_ms))} | {verdict(median(tick.tick_ms) <= TICK_TARGET_MS)} |"
         )
     return rows
 
@@ -1241,7 +1218,7 @@ def render(run: Run, argv: Sequence[str], wall: float, loads: tuple[str, str]) -
         f"same machine (shared_buffers {settings.get('shared_buffers')}, synchronous_commit "
         f"{settings.get('synchronous_commit')}, fsync {settings.get('fsync')})",
         f"- Python: {platform.python_implementation()} {platform.python_version()}, asyncpg "
-        f"{_package_version('asyncpg')}",
+        f"{package_version('asyncpg')}",
         f"- Date: {now:%Y-%m-%d %H:%M} UTC; whole run {wall:.0f} s; load average "
         f"(1 / 5 / 15 min) {loads[0]} before, {loads[1]} after",
         f"- Settings: newcomers on an empty queue: sessions={ADMIT_SESSIONS}; the "
@@ -1375,21 +1352,6 @@ def render(run: Run, argv: Sequence[str], wall: float, loads: tuple[str, str]) -
         "",
     ]
     return "\n".join(lines)
-
-
-def write_section(path: Path, section: str) -> None:
-    """Replace the "PostgreSQL" section of ``path``, or append it (re-read just now)."""
-    if not path.exists():
-        path.write_text("# Benchmark results\n\n" + section, encoding="utf-8")
-        return
-    text = path.read_text(encoding="utf-8")
-    before, found, rest = text.partition(SECTION_HEADING + "\n")
-    if not found:
-        path.write_text(text.rstrip("\n") + "\n\n" + section, encoding="utf-8")
-        return
-    following = rest.find("\n## ")
-    after = rest[following + 1 :] if following >= 0 else ""
-    path.write_text(before + section + ("\n" + after if after else ""), encoding="utf-8")
 
 
 # ====================================================================== main
@@ -1553,7 +1515,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     section = render(run, args_list, wall, (load_before, load_average()))
     print(section)
     if output is not None:
-        write_section(output, section)
+        write_section(output, SECTION_HEADING, section)
         log(f"written to {output}")
     return 0
 

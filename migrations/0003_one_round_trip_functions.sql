@@ -93,18 +93,14 @@ BEGIN
     -- principal's own sessions as they are now.
     SELECT q.session_count INTO v_session_count FROM queue_state AS q;
     IF v_session_count >= p_queue_limit THEN
-        RETURN QUERY SELECT 'queue_full'::text, NULL::smallint, NULL::boolean, NULL::boolean,
-            NULL::smallint, NULL::smallint, NULL::float8, NULL::bigint, NULL::bigint,
-            NULL::text, NULL::boolean, NULL::integer, NULL::bigint, NULL::float8,
-            NULL::float8, NULL::float8, NULL::float8, NULL::bigint;
+        outcome := 'queue_full';  -- every other column stays NULL
+        RETURN NEXT;
         RETURN;
     END IF;
     SELECT count(*) INTO v_owned FROM download_session AS d WHERE d.principal = p_principal;
     IF v_owned >= p_per_principal THEN
-        RETURN QUERY SELECT 'principal_limit'::text, NULL::smallint, NULL::boolean,
-            NULL::boolean, NULL::smallint, NULL::smallint, NULL::float8, NULL::bigint,
-            NULL::bigint, NULL::text, NULL::boolean, NULL::integer, NULL::bigint,
-            NULL::float8, NULL::float8, NULL::float8, NULL::float8, NULL::bigint;
+        outcome := 'principal_limit';  -- every other column stays NULL
+        RETURN NEXT;
         RETURN;
     END IF;
 
@@ -149,10 +145,8 @@ BEGIN
     ON CONFLICT ON CONSTRAINT download_session_pkey DO NOTHING
     RETURNING d.seq INTO v_seq;
     IF v_seq IS NULL THEN
-        RETURN QUERY SELECT 'raced'::text, NULL::smallint, NULL::boolean, NULL::boolean,
-            NULL::smallint, NULL::smallint, NULL::float8, NULL::bigint, NULL::bigint,
-            NULL::text, NULL::boolean, NULL::integer, NULL::bigint, NULL::float8,
-            NULL::float8, NULL::float8, NULL::float8, NULL::bigint;
+        outcome := 'raced';  -- every other column stays NULL
+        RETURN NEXT;
         RETURN;
     END IF;
 

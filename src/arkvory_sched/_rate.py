@@ -65,18 +65,10 @@ class PeakRateMeter:
         if newest is None or last > newest:
             newest = self._newest = last
         oldest_kept = newest - self._window
-        if last <= start < end:
-            # The whole span lies in one second, as nearly every small response does: the
-            # loop below would give that second overlap / span = 1 of the bytes, so book
-            # them directly (this runs once per response, on the hot path).
-            if last >= oldest_kept:
-                slot = last % self._ring
-                if self._seconds[slot] != last:
-                    self._seconds[slot] = last
-                    self._bytes[slot] = 0.0
-                self._bytes[slot] += float(nbytes)
-            return
-        if end <= start:
+        if start >= last or end <= start:
+            # An instant, or a span within one second, as nearly every small response
+            # is: that second gets all the bytes (the loop below would give it
+            # overlap / span = 1), without the loop, once per response on the hot path.
             if last >= oldest_kept:
                 self._add(last, float(nbytes))
             return

@@ -21,8 +21,6 @@ from arkvory_sched import (
     Admitted,
     ByteRange,
     Delivered,
-    DownloadRequest,
-    PrincipalKind,
     Queued,
     RangeKind,
     Rejected,
@@ -32,11 +30,10 @@ from arkvory_sched import (
 from arkvory_sched.postgres import PostgresScheduler
 from arkvory_sched.postgres import _sql as sql
 from arkvory_sched.postgres._leader import SHAPE_REUSE_WAITING, caught_up
+from tests.postgres._helpers import SIZE, download
 
 pytestmark = pytest.mark.anyio
 
-MIB = 1024 * 1024
-SIZE = 40 * MIB
 LEASE_SECONDS = 10.0
 NOW = 1_800_000_000.0
 
@@ -294,20 +291,6 @@ def statements_sent() -> Iterator[list[str]]:
     finally:
         for name, original in saved.items():
             setattr(Connection, name, original)
-
-
-def download(
-    principal: str, download_id: str, byte_range: ByteRange | None = None
-) -> DownloadRequest:
-    return DownloadRequest(
-        principal=principal,
-        principal_kind=PrincipalKind.SERVICE,
-        object_id="releases/big.iso",
-        object_size=SIZE,
-        byte_range=byte_range,
-        download_id=download_id,
-        client_address="192.0.2.1",
-    )
 
 
 async def test_a_newcomer_and_its_completion_cost_one_statement_each(

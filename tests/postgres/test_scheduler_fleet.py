@@ -31,11 +31,10 @@ from arkvory_sched import (
 )
 from arkvory_sched.postgres import PostgresScheduler, SettingsStore
 from arkvory_sched.testing import FakeClock
+from tests.postgres._helpers import MIB, SIZE, download
 
 pytestmark = pytest.mark.anyio
 
-MIB = 1024 * 1024
-SIZE = 40 * MIB
 RANGE = 8 * MIB
 
 Connect = Callable[..., Awaitable[PostgresScheduler]]
@@ -46,20 +45,6 @@ def settings(**changes: object) -> SchedulerSettings:
         sessions=2, reserve=0, per_principal=2, ranges_per_session=2, idle_seconds=30.0
     )
     return base.with_changes(**changes) if changes else base
-
-
-def download(
-    principal: str, download_id: str, byte_range: ByteRange | None = None
-) -> DownloadRequest:
-    return DownloadRequest(
-        principal=principal,
-        principal_kind=PrincipalKind.SERVICE,
-        object_id="releases/big.iso",
-        object_size=SIZE,
-        byte_range=byte_range,
-        download_id=download_id,
-        client_address="192.0.2.1",
-    )
 
 
 def chunk(index: int) -> ByteRange:

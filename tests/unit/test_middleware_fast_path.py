@@ -405,6 +405,18 @@ def small_request(principal: str = "svc-ci") -> DownloadRequest:
     )
 
 
+def first_range_of_big() -> DownloadRequest:
+    """The first range of a session of ``svc-first``, which then holds a slot."""
+    return DownloadRequest(
+        principal="svc-first",
+        principal_kind=PrincipalKind.SERVICE,
+        object_id="big",
+        object_size=len(BIG),
+        byte_range=ByteRange(0, MIB),
+        download_id="a",
+    )
+
+
 def test_core_fast_path_takes_a_free_place_and_releases_it_once() -> None:
     scheduler = core()
     place = take(scheduler, requested_class="bulk", byte_range=ByteRange(0, 10))
@@ -460,14 +472,7 @@ def test_small_object_admission_hashes_no_key_unless_its_principal_holds_a_slot(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     scheduler = core(max_downloads=4)
-    big = DownloadRequest(
-        principal="svc-first",
-        principal_kind=PrincipalKind.SERVICE,
-        object_id="big",
-        object_size=len(BIG),
-        byte_range=ByteRange(0, MIB),
-        download_id="a",
-    )
+    big = first_range_of_big()
     scheduler.admit(big)  # svc-first now holds the only slot
     assert scheduler.active_count == 1
     hashed: list[str] = []
@@ -487,14 +492,7 @@ def test_small_object_admission_hashes_no_key_unless_its_principal_holds_a_slot(
 
 def test_core_fast_path_steps_aside_for_a_range_of_an_active_session() -> None:
     scheduler = core(max_downloads=4)
-    big = DownloadRequest(
-        principal="svc-first",
-        principal_kind=PrincipalKind.SERVICE,
-        object_id="big",
-        object_size=len(BIG),
-        byte_range=ByteRange(0, MIB),
-        download_id="a",
-    )
+    big = first_range_of_big()
     scheduler.admit(big)
     scheduler.configure(replace(scheduler.settings, session_min_bytes=2 * len(BIG)))
     same = {"principal": "svc-first", "object_id": "big", "object_size": len(BIG)}

@@ -160,7 +160,8 @@ class QueueLeader:
             idle_classes = [rank for rank in range(CLASS_COUNT) if not lengths[rank]]
             # Every grant advances its class's row, so the catch-up is written last too
             # (and only where a pass changes); the ordering below applies it as read.
-            last_writes.append((sql.CATCH_UP_IDLE_CLASSES, (idle_classes,)))
+            if idle_classes:
+                last_writes.append((sql.CATCH_UP_IDLE_CLASSES, (idle_classes,)))
             await conn.execute(sql.UNBLOCK_YIELDERS)
             await conn.execute(sql.CANCEL_STALE_YIELDS)
             marked = await self._mark_waiters(

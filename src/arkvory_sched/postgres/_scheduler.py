@@ -27,7 +27,7 @@ import secrets
 import socket
 import time
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -387,21 +387,13 @@ class PostgresScheduler(DownloadScheduler):
             if outcome == "existing":
                 return await self._admit_existing(conn, request, key, row, now)
             if outcome == "admitted":
-                lease = self._remember_claim(key, row, now)
+                lease = self._remember_claim(key, row, row, now)
                 self._invalidate()
                 return self._admit_range(lease, request.effective_range)
             if outcome == "queued":
-                return await self._queued(
-                    conn,
-                    key,
-                    cls,
-                    now,
-                    newcomer=True,
-                    arrival_ms=row["arrival_wall_ms"],
-                    position=row,
-                )
+                return await self._queued(conn, key, cls, now, newcomer=row)
             if outcome == "raced":  # another process inserted it a moment ago
-                return await self._queued(conn, key, cls, now, newcomer=False)
+                return await self._queued(conn, key, cls, now)
             snapshot = await self._queue_snapshot(conn)
             reason = (
                 RejectReason.QUEUE_FULL if outcome == "queue_full" else RejectReason.PRINCIPAL_LIMIT
@@ -429,7 +421,7 @@ class PostgresScheduler(DownloadScheduler):
             if lease is not None:
                 self._invalidate()
                 return self._admit_range(lease, request.effective_range)
-        return await self._queued(conn, key, stored_class, now, newcomer=False)
+        return await self._queued(conn, key, stored_class, now)
 
     async def _join_active(
         self,
@@ -493,7 +485,7 @@ class PostgresScheduler(DownloadScheduler):
             await conn.execute(sql.NOTE_RELEASE, now)
         self._leases.forget(key)
         self._invalidate()
-        return await self._queued(conn, key, DownloadClass.by_rank(rank), now, newcomer=False)
+        return await self._queued(conn, key, DownloadClass.by_rank(rank), now)
 
     async def _admit_or_look_up(
         self,
@@ -519,10 +511,9 @@ class PostgresScheduler(DownloadScheduler):
                 arrival_ms = signed
         arrival = arrival_ms / 1000.0
         rank = cls.rank
-        smallest_first = settings.strategy is Strategy.SMALLEST_FIRST
         order_key = (
             smallest_first_key(request.object_size, arrival, settings.aging_minutes * 60.0)
-            if smallest_first
+            if settings.strategy is Strategy.SMALLEST_FIRST
             else None
         )
         check_at = now + NEWCOMER_CHECK_SECONDS
@@ -593,7 +584,7 @@ class PostgresScheduler(DownloadScheduler):
         self,
         conn: asyncpg.Connection,
         key: bytes,
-        row: asyncpg.Record | Mapping[str, Any],
+        row: asyncpg.Record,
         now: float,
     ) -> Lease | None:
         """Take a free slot for ``key`` in one statement; None when none is free.
@@ -624,31 +615,17 @@ class PostgresScheduler(DownloadScheduler):
                 await conn.execute(sql.ADVANCE_ROUND, rank, tag, 1.0 / settings.weights[rank])
         except asyncpg.UniqueViolationError:
             return None  # another process activated this session at the same moment
-        return self._remember_claim(
-            key,
-            claimed,
-            now,
-            base_class=row["base_class"],
-            object_size=row["object_size"],
-            arrival_wall_ms=row["arrival_wall_ms"],
-        )
+        return self._remember_claim(key, claimed, row, now)
 
     def _remember_claim(
-        self,
-        key: bytes,
-        claimed: asyncpg.Record,
-        now: float,
-        *,
-        base_class: int | None = None,
-        object_size: int | None = None,
-        arrival_wall_ms: int | None = None,
+        self, key: bytes, claimed: asyncpg.Record, session: asyncpg.Record, now: float
     ) -> Lease:
         """A slot this process just claimed: its wait is measured, its lease trusted.
 
-        The session's class, size and arrival come from ``claimed`` unless given
-        (``CLAIM_SLOT`` returns only the claim; ``admit_session`` returns both).
+        ``claimed`` is the claim (``CLAIM_SLOT``'s row, or ``admit_session``'s, which is
+        also ``session``); ``session`` gives the class, size and arrival.
         """
-        cls = DownloadClass.by_rank(claimed["base_class"] if base_class is None else base_class)
+        cls = DownloadClass.by_rank(session["base_class"])
         self._wait_histograms[cls.rank].observe(max(0.0, now - claimed["waiting_since"]))
         first_estimate = claimed["first_estimate"]
         if first_estimate is not None:
@@ -658,10 +635,8 @@ class PostgresScheduler(DownloadScheduler):
             slot_no=claimed["slot_no"],
             token=claimed["lease_token"],
             download_class=cls,
-            object_size=claimed["object_size"] if object_size is None else object_size,
-            arrival_wall_ms=(
-                claimed["arrival_wall_ms"] if arrival_wall_ms is None else arrival_wall_ms
-            ),
+            object_size=session["object_size"],
+            arrival_wall_ms=session["arrival_wall_ms"],
             seconds_left=claimed["lease_left"],
             held=True,
         )
@@ -696,26 +671,22 @@ class PostgresScheduler(DownloadScheduler):
         cls: DownloadClass,
         now: float,
         *,
-        newcomer: bool,
-        arrival_ms: int | None = None,
-        position: asyncpg.Record | None = None,
+        newcomer: asyncpg.Record | None = None,
     ) -> Decision:
         """The answer to a waiting session: place, estimate, when to ask again.
 
-        A newcomer's place is only announced from its first poll on (R-EST-3), so its
-        count of waiters ahead stops at ``NEWCOMER_COUNT_CAP`` and the class length
-        stands in beyond: the estimate costs the same at the end of a long queue.
-        ``admit_session`` takes that count for a newcomer and passes it as ``position``.
+        ``newcomer`` is ``admit_session``'s row for a session it has just queued: its
+        place, counted up to ``NEWCOMER_COUNT_CAP``, and its arrival. A newcomer's place
+        is only announced from its first poll on (R-EST-3), so beyond the cap the class
+        length stands in: the estimate costs the same at the end of a long queue.
         """
-        if position is not None:
-            row = position
-        else:
-            row = await conn.fetchrow(sql.POSITION, key)
+        is_newcomer = newcomer is not None
+        row = newcomer if newcomer is not None else await conn.fetchrow(sql.POSITION, key)
         if row is None:  # activated or released by another process a moment ago
             return self._reject(RejectReason.STORAGE_UNAVAILABLE, 1, cls)
         snapshot = await self._queue_snapshot(conn)
         own_ahead = row["own_ahead"]
-        if newcomer and own_ahead >= NEWCOMER_COUNT_CAP:
+        if is_newcomer and own_ahead >= NEWCOMER_COUNT_CAP:
             own_ahead = max(own_ahead, snapshot.class_lengths[row["queue_rank"]])
         ahead = stride_ahead(
             own_ahead,
@@ -730,7 +701,7 @@ class PostgresScheduler(DownloadScheduler):
         wait = start - now
         delay = check_delay(
             key,
-            newcomer=newcomer,
+            newcomer=is_newcomer,
             ahead=ahead,
             wait=wait,
             marked=bool(row["marked"]),
@@ -738,26 +709,29 @@ class PostgresScheduler(DownloadScheduler):
         )
         check_at = now + delay
         no_show_at = check_at + max(NO_SHOW_MARGIN_SECONDS, delay)
-        if not newcomer:  # a newcomer's row already says exactly this
+        if not is_newcomer:  # a newcomer's row already says exactly this
             await conn.execute(sql.RECORD_CHECK, key, check_at, no_show_at, start)
         spread = max(ESTIMATE_MIN_SPREAD_SECONDS, ESTIMATE_SPREAD * wait)
         return Queued(
-            position=None if newcomer else ahead + 1,
+            position=None if is_newcomer else ahead + 1,
             starts_at=start,
             starts_earliest=max(now, start - spread),
             starts_latest=start + spread,
             check_at=check_at,
             retry_after=max(1, math.ceil(delay)),
             download_class=cls,
-            ticket=await self._session_ticket(conn, key, now, arrival_ms),
+            ticket=await self._session_ticket(conn, key, now, newcomer),
         )
 
     async def _session_ticket(
-        self, conn: asyncpg.Connection, key: bytes, now: float, arrival_ms: int | None
+        self, conn: asyncpg.Connection, key: bytes, now: float, stored: asyncpg.Record | None
     ) -> str | None:
+        """The session's ticket, with its arrival from ``stored`` when the caller has it."""
         if self._signer is None:
             return None
-        if arrival_ms is None:
+        if stored is not None:
+            arrival_ms = stored["arrival_wall_ms"]
+        else:
             arrival_ms = await conn.fetchval(
                 "SELECT arrival_wall_ms FROM download_session WHERE session_key = $1", key
             )

@@ -1,0 +1,40 @@
+"""Writing one benchmark's section of RESULTS.md, shared by every benchmark.
+
+Each benchmark owns one ``## ...`` section of the results file and rewrites only that,
+so the benchmarks can run at different times and their results still sit side by side.
+"""
+
+from __future__ import annotations
+
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+
+__all__ = ["package_version", "verdict", "write_section"]
+
+
+def write_section(path: Path, heading: str, section: str) -> None:
+    """Replace the section of ``path`` that starts with the line ``heading``, or append
+    it (the file is re-read just now, so a section another benchmark wrote meanwhile
+    stays)."""
+    if not path.exists():
+        path.write_text("# Benchmark results\n\n" + section, encoding="utf-8")
+        return
+    text = path.read_text(encoding="utf-8")
+    before, found, rest = text.partition(heading + "\n")
+    if not found:
+        path.write_text(text.rstrip("\n") + "\n\n" + section, encoding="utf-8")
+        return
+    following = rest.find("\n## ")
+    after = rest[following + 1 :] if following >= 0 else ""
+    path.write_text(before + section + ("\n" + after if after else ""), encoding="utf-8")
+
+
+def package_version(name: str) -> str:
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return "not installed"
+
+
+def verdict(ok: bool) -> str:
+    return "**pass**" if ok else "**FAIL**"
