@@ -84,6 +84,7 @@ from ._estimates import (
 from ._leader import QueueLeader
 from ._leases import Lease, LeaseCache
 from ._migrate import DEFAULT_SCHEMA, apply_migrations, validate_schema
+from ._pool import create_pool, open_all
 from ._settings_store import SettingsStore, apply_stored
 from ._ticket_key import ensure_ticket_key, read_ticket_key
 
@@ -277,14 +278,7 @@ class PostgresScheduler(DownloadScheduler):
         """
         if self._pool is None:
             assert self._dsn is not None, "PostgresScheduler needs a pool or a DSN"
-            self._pool = await asyncpg.create_pool(
-                self._dsn,
-                min_size=0,
-                max_size=self._pool_size,
-                server_settings={"search_path": self._schema},
-                command_timeout=5.0,
-                reset=_light_reset,
-            )
+            self._pool = await create_pool(self._dsn, schema=self._schema, size=self._pool_size)
         try:
             await self._prepare()
         except DATABASE_ERRORS as error:
@@ -303,6 +297,8 @@ class PostgresScheduler(DownloadScheduler):
             await conn.execute(sql.HEARTBEAT, self._node, 0.0)
         self._next_heartbeat = time.monotonic() + HEARTBEAT_SECONDS
         self._prepared = True
+        if self._owns_pool:
+            await open_all(self._require_pool(), self._pool_size)
 
     def _require_pool(self) -> asyncpg.Pool:
         if self._pool is None:
@@ -1165,10 +1161,3 @@ class PostgresScheduler(DownloadScheduler):
     def debug_leases(self) -> list[Lease]:
         """Leases this process knows (tests)."""
         return list(self._leases)
-
-
-async def _light_reset(conn: asyncpg.Connection) -> None:
-    """What a returned connection needs: no open transaction. The scheduler sets no
-    session state, so asyncpg's full reset (a round trip per release) is not needed."""
-    if conn.is_in_transaction():
-        await conn.execute("ROLLBACK")

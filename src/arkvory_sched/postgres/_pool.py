@@ -1,0 +1,86 @@
+"""The scheduler's connection pool: every connection ready before a request needs it.
+
+A newcomer's ``admit`` is one statement (ADR 0011), so anything else a request pays on
+the way is visible in its latency. Two costs would otherwise land on requests:
+
+* opening a connection (TCP, authentication, a new PostgreSQL backend process) when a
+  burst needs more connections than were open, and
+* asyncpg's type introspection on a connection's first statement with array
+  parameters or results (three round trips and a recursive catalog query).
+
+Measured on the 2-CPU test machine, the two together added 10-20 ms to the newcomers
+that met them, which was most of the p99 of open-loop admission (ADR 0012). So the pool
+learns the array codecs in each new connection's ``init`` (before the pool hands it
+out, also after a reconnect) and the scheduler opens all connections when it starts;
+idle connections are kept rather than closed after asyncpg's default five minutes, so
+the first burst after a quiet night is not slower than the rest.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Final
+
+import asyncpg
+
+__all__ = ["ARRAY_TYPES", "create_pool", "open_all", "warm_connection"]
+
+# The array types the scheduler's statements bind or read (see _sql and migrations/).
+# Core scalar types have built-in codecs; arrays of them are introspected per connection.
+ARRAY_TYPES: Final = ("int2", "int4", "int8", "float8", "bool", "bytea", "text")
+_LEARN_ARRAY_CODECS: Final = "SELECT " + ", ".join(f"NULL::{name}[]" for name in ARRAY_TYPES)
+
+
+async def warm_connection(conn: asyncpg.Connection) -> None:
+    """The pool's ``init``: learn the array codecs now, not on a request's first use.
+
+    Uses only built-in types, so it works before the schema is migrated.
+    """
+    await conn.fetchrow(_LEARN_ARRAY_CODECS)
+
+
+async def light_reset(conn: asyncpg.Connection) -> None:
+    """What a returned connection needs: no open transaction. The scheduler sets no
+    session state, so asyncpg's full reset (a round trip per release) is not needed."""
+    if conn.is_in_transaction():
+        await conn.execute("ROLLBACK")
+
+
+async def create_pool(dsn: str, *, schema: str, size: int) -> asyncpg.Pool:
+    """A pool that connects lazily (a database down at start must not stop the process,
+    R-SET-4) and keeps what it opened; :func:`open_all` fills it once the database
+    answers."""
+    pool: asyncpg.Pool = await asyncpg.create_pool(
+        dsn,
+        min_size=0,
+        max_size=size,
+        max_inactive_connection_lifetime=0,  # 0: idle connections stay open
+        server_settings={"search_path": schema},
+        command_timeout=5.0,
+        init=warm_connection,
+        reset=light_reset,
+    )
+    return pool
+
+
+async def open_all(pool: asyncpg.Pool, size: int, *, timeout: float = 5.0) -> None:
+    """Open ``size`` connections at once (each through ``init``) and put them back.
+
+    Holding them all together is what makes the pool open new ones instead of handing
+    out the same connection again. The first error is raised after every connection
+    that did open is back in the pool.
+    """
+    held: list[Any] = []
+    results = await asyncio.gather(
+        *(pool.acquire(timeout=timeout) for _ in range(size)), return_exceptions=True
+    )
+    failure: BaseException | None = None
+    for result in results:
+        if isinstance(result, BaseException):
+            failure = failure or result
+        else:
+            held.append(result)
+    for conn in held:
+        await pool.release(conn)
+    if failure is not None:
+        raise failure
