@@ -69,6 +69,7 @@ __all__ = [
     "default_http",
     "expected_bytes",
     "main",
+    "reference_app",
     "resolve",
     "wrapped_app",
     "wrapped_memory_app",
@@ -380,6 +381,39 @@ def wrapped_app() -> ASGIApp:
     return _wrap(_host_app(files), files)
 
 
+def reference_app() -> ASGIApp:
+    """The host behind the least a response-observing middleware does (a reference).
+
+    A pure-ASGI wrapper of ``send`` that adds the one header the middleware adds to every
+    response and counts the body's bytes, nothing else: no resolver, no scheduler. What
+    it costs is what wrapping ``send`` costs this host, the floor under any middleware
+    that must know how much of a response went out (R-RES-3).
+    """
+    files = _file_host()
+    host = _host_app(files)
+    extra = (b"arkvory-download-class", b"release")
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await host(scope, receive, send)
+            return
+        sent = 0
+
+        async def counting(message: Message) -> None:
+            nonlocal sent
+            if message["type"] == "http.response.body":
+                await send(message)
+                sent += len(message.get("body", b""))
+                return
+            if message["type"] == "http.response.start":
+                message = {**message, "headers": [*message.get("headers", ()), extra]}
+            await send(message)
+
+        await host(scope, receive, counting)
+
+    return app
+
+
 def bare_memory_app() -> ASGIApp:
     """The in-memory objects alone, without the file routes (in-process measurements)."""
     return _memory_app
@@ -398,6 +432,7 @@ def default_http() -> str:
 FACTORIES: Final = {
     "bare": "bare_app",
     "wrapped": "wrapped_app",
+    "reference": "reference_app",
 }
 
 

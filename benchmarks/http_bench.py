@@ -88,6 +88,7 @@ HOST: Final = "127.0.0.1"
 PROJECT_ROOT: Final = Path(__file__).resolve().parent.parent
 RESULTS_PATH: Final = Path(__file__).resolve().parent / "RESULTS.md"
 SECTION_HEADING: Final = "## HTTP middleware"
+REFERENCE_HEADING: Final = "## HTTP reference: a minimal send wrapper in the middleware's place"
 
 ROUNDS: Final = 30
 BLOCKS: Final = 10
@@ -265,6 +266,7 @@ class Plan:
     http_impl: str
     where: Placement
     max_other_load: float = MAX_OTHER_LOAD
+    wrapped_app: str = "wrapped"  # the app in the middleware's role: wrapped or reference
 
     def rounds_per_block(self) -> list[int]:
         blocks = max(1, min(self.blocks, self.rounds))
@@ -312,7 +314,13 @@ class Server:
     """One uvicorn process serving ``bare`` or ``wrapped`` on a free port."""
 
     def __init__(
-        self, app: str, http_impl: str, root: Path, log_dir: Path, where: Placement
+        self,
+        app: str,
+        http_impl: str,
+        root: Path,
+        log_dir: Path,
+        where: Placement,
+        factory: str | None = None,
     ) -> None:
         self.app = app
         self.port = free_port()
@@ -322,7 +330,7 @@ class Server:
             sys.executable,
             "-m",
             "benchmarks._http_apps",
-            app,
+            factory or app,
             "--host",
             HOST,
             "--port",
@@ -587,7 +595,9 @@ def run_http(
         result = HttpResult(workload, shlex.join([*prefix, *shown]))
         round_ = 0
         for block, count in enumerate(plan.rounds_per_block(), 1):
-            with running_servers(plan.http_impl, root, where, workload) as servers:
+            with running_servers(
+                plan.http_impl, root, where, workload, plan.wrapped_app
+            ) as servers:
                 for name in ("bare", "wrapped"):
                     server = servers[name]
                     warmup = workload.wrk_args(wrk, server.url(workload.path), WARMUP_S, script)
@@ -1343,8 +1353,9 @@ def render(run: Run) -> str:
     command = shlex.join(["python", "-m", "benchmarks.http_bench", *run.argv])
     cfg = benchmark_settings()
     others = [r.other_load for result in run.http for r in result.runs()]
+    reference = run.plan.wrapped_app == "reference"
     lines = [
-        SECTION_HEADING,
+        REFERENCE_HEADING if reference else SECTION_HEADING,
         "",
         f"- Command: `{command}` (from the project root, in `.venv`); whole run "
         f"{run.seconds:.0f} s",
@@ -1370,7 +1381,15 @@ def render(run: Run) -> str:
         f"`FileResponse` ({CHUNK_SIZE // 1024} KiB chunks read in worker threads); files "
         "`small.bin` (1 KiB) and `large.bin` (64 MiB) in a scratch directory; plus "
         "`/objects/small.bin` from memory (raw ASGI)",
-        "- Wrapped: `DownloadSchedulerMiddleware` over "
+        (
+            "- Wrapped (in this run): `benchmarks._http_apps.reference_app`, a pure-ASGI "
+            "wrapper of `send` that adds the `Arkvory-Download-Class` header and counts the "
+            "body's bytes, nothing else, in the middleware's place; *wrapped* below means it. "
+            "The in-process part is the middleware's, as in the main section. "
+            if reference
+            else ""
+        )
+        + "- Wrapped: `DownloadSchedulerMiddleware` over "
         f"`InMemoryDownloadScheduler(SchedulerSettings(max_downloads={cfg.max_downloads}, "
         f"transfer_queue_limit={cfg.transfer_queue_limit}, "
         f"transfer_queue_per_principal={cfg.transfer_queue_per_principal}, "
@@ -1380,7 +1399,8 @@ def render(run: Run) -> str:
     ]
     if run.http:
         lines.append(
-            "- Servers: `uvicorn --factory benchmarks._http_apps:{bare_app,wrapped_app} "
+            "- Servers: `uvicorn --factory benchmarks._http_apps:"
+            f"{{bare_app,{run.plan.wrapped_app}_app}} "
             f"--host 127.0.0.1 --workers 1 --loop asyncio --http {run.plan.http_impl} "
             "--lifespan on --no-access-log` (started through `uvicorn.run` by `python -m "
             "benchmarks._http_apps`), side by side, each idle while the other is loaded"
@@ -1487,6 +1507,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="uvicorn's HTTP implementation (default httptools when installed, else h11)",
     )
     parser.add_argument(
+        "--reference",
+        action="store_true",
+        help="put benchmarks._http_apps.reference_app (a send wrapper that adds one header "
+        "and counts bytes) in the middleware's place; written under a heading of its own",
+    )
+    parser.add_argument(
         "--output",
         type=Path,
         default=None,
@@ -1497,14 +1523,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 @contextlib.contextmanager
 def running_servers(
-    http_impl: str, root: Path, where: Placement, workload: Workload
+    http_impl: str, root: Path, where: Placement, workload: Workload, wrapped_app: str
 ) -> Iterator[dict[str, Server]]:
     """Both servers, started side by side and checked for ``workload``; stopped after."""
     with tempfile.TemporaryDirectory(prefix="arkvory-http-bench-") as log_dir:
         servers: dict[str, Server] = {}
         try:
             for name in ("bare", "wrapped"):
-                servers[name] = Server(name, http_impl, root, Path(log_dir), where)
+                factory = wrapped_app if name == "wrapped" else name
+                servers[name] = Server(name, http_impl, root, Path(log_dir), where, factory)
             for name, server in servers.items():
                 server.wait_ready()
                 check_server(server, name == "wrapped", (workload,))
@@ -1528,7 +1555,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     workloads: tuple[Workload, ...] = args.workloads
     blocks: int = args.blocks or (1 if args.quick else BLOCKS)
     where = placement(not args.no_pin)
-    plan = Plan(rounds, blocks, duration, http_impl, where, args.max_other_load)
+    plan = Plan(
+        rounds,
+        blocks,
+        duration,
+        http_impl,
+        where,
+        args.max_other_load,
+        "reference" if args.reference else "wrapped",
+    )
     load_before = load_average()
     started = time.perf_counter()
     http_results: list[HttpResult] = []
@@ -1562,7 +1597,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     section = render(run)
     print(section)
     if output is not None:
-        write_section(output, SECTION_HEADING, section)
+        write_section(output, REFERENCE_HEADING if args.reference else SECTION_HEADING, section)
         _progress(f"written to {output}")
     return 0
 
