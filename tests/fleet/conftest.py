@@ -698,9 +698,15 @@ def _queued(download: Download, response: httpx.Response, body: bytes, traffic: 
 
 def held_after_last_byte(sampler: SlotSampler, downloads: Sequence[Download]) -> list[float]:
     """Per download: how long its session still held a slot after the client had the
-    last byte (negative: the slot was free before the client finished reading)."""
+    last byte (negative: the slot was free before the client finished reading).
+
+    Only downloads the sampler saw holding a slot count: one whose session held it only
+    between two samples (50 ms apart) has no time to compare with.
+    """
     return [
-        sampler.last_held.get(d.key, 0.0) - d.finished for d in downloads if d.finished is not None
+        sampler.last_held[d.key] - d.finished
+        for d in downloads
+        if d.finished is not None and d.key in sampler.last_held
     ]
 
 
