@@ -17,6 +17,7 @@ Grammar accepted (RFC 9110 §14.1.1, §14.1.2, and the list rules of §5.6.1)::
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -45,6 +46,9 @@ MAX_HEADER_LENGTH = 4096
 """A longer ``Range`` header is ignored without looking at it."""
 
 _BYTES_UNIT = "bytes"
+# The form nearly every client sends (one range, both or the first position given), in
+# one C call; anything else takes the general parser. 18 digits stay below 2**63.
+_SIMPLE_RANGE = re.compile(r"bytes=([0-9]{1,18})-([0-9]{0,18})")
 _OWS = " \t"
 _ASCII_DIGITS = frozenset("0123456789")
 
@@ -107,6 +111,29 @@ def parse_range(header: str | None, size: int) -> RangeParse:
         raise ValueError(f"size must be >= 0, got {size}")
     if header is None or len(header) > MAX_HEADER_LENGTH:
         return _WHOLE
+    simple = _SIMPLE_RANGE.fullmatch(header)
+    if simple is not None:
+        return _parse_simple(simple.group(1), simple.group(2), size)
+    return _parse_general(header, size)
+
+
+def _parse_simple(first_text: str, last_text: str, size: int) -> RangeParse:
+    """``bytes=first-last`` or ``bytes=first-``, as :func:`_parse_general` reads them."""
+    start = int(first_text)
+    if last_text:
+        last = int(last_text)
+        if last < start:
+            return _WHOLE
+        if start >= size:
+            return Unsatisfiable(size)
+        return Satisfiable((ByteRange(start, min(last, size - 1) + 1, RangeKind.BOUNDED),))
+    if start >= size:
+        return Unsatisfiable(size)
+    return Satisfiable((ByteRange(start, size, RangeKind.OPEN),))
+
+
+def _parse_general(header: str, size: int) -> RangeParse:
+    """Any ``Range`` value (``parse_range``'s rules), one spec at a time."""
     # The unit must be followed directly by "=": the grammar has no OWS there. Field
     # values never carry leading or trailing OWS, so trimming them loses nothing.
     unit, equals, range_set = header.strip(_OWS).partition("=")

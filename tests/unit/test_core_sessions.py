@@ -6,6 +6,7 @@ import pytest
 
 from arkvory_sched import Admitted, ByteRange, Delivered, RangeKind, Rejected, RejectReason
 from arkvory_sched._core import NO_SHOW_MARGIN_SECONDS, PendingRequest
+from arkvory_sched._session import session_key
 
 from ._helpers import (
     CHUNK,
@@ -622,3 +623,19 @@ def test_retry_after_interruption_keeps_the_full_idle_allowance() -> None:
     clock.advance(20.0)
     core.tick()
     assert core.active_count == 1
+
+
+@pytest.mark.parametrize(
+    ("parts", "digest"),
+    [
+        (("agent", "releases/big.iso", "dl-1", "192.0.2.1"), "daf05d34986eca499308d6328699d488"),
+        (("agent", "releases/big.iso", None, "192.0.2.1"), "efdfb30ceb8245e91f9fc9aa72d12d5b"),
+        (("pérson", "obj/ünï", None, "::1"), "0c277abca4aaa7af95224476584e1a85"),
+        (("", "", "", ""), "88c2306b6a82158593e83858790ba5a8"),
+        (("a\udcff", "b", "c", "d"), "aa8b3feea76e0a98c9ae22eef6a84e99"),
+    ],
+)
+def test_session_keys_never_change(parts: tuple[str, str, str | None, str], digest: str) -> None:
+    """Keys are stored in PostgreSQL: a process of a newer release must find the sessions
+    an older one wrote, so the key of given parts is pinned."""
+    assert session_key(*parts).hex() == digest
