@@ -437,16 +437,8 @@ class WrkRun:
     other_cpu_s: float  # every other process on the machine, steal included
 
     @property
-    def rps(self) -> float:
-        return self.requests / self.seconds
-
-    @property
     def bytes_per_s(self) -> float:
         return self.bytes / self.seconds
-
-    @property
-    def server_cpu_us_per_request(self) -> float:
-        return self.server_cpu_s / self.requests * 1e6 if self.requests else math.nan
 
     @property
     def other_load(self) -> float:
@@ -617,9 +609,10 @@ def run_http(
                             runs[name] = run
                             _progress(
                                 f"[{workload.key}] round {round_}/{plan.rounds} {name:7}: "
-                                f"{run.rps:9,.0f} req/s {run.bytes_per_s / MIB:8,.1f} MiB/s  "
+                                f"{result.throughput(run):9,.0f} req/s "
+                                f"{run.bytes_per_s / MIB:8,.1f} MiB/s  "
                                 f"p50 {_lat(run.p50_us)}  p99 {_lat(run.p99_us)}  server CPU "
-                                f"{run.server_cpu_us_per_request:,.1f} µs/req  other load "
+                                f"{result.cpu_us(run):,.1f} µs/req  other load "
                                 f"{run.other_load:.2f}  errors {run.errors + run.status_errors}"
                             )
                         busiest = max(run.other_load for run in runs.values())

@@ -941,6 +941,11 @@ def _us(value: float) -> str:
     return "–" if math.isnan(value) else f"{value:.1f} µs"
 
 
+def _share(value: float) -> str:
+    """A fraction as a percentage, or "–" when it was not measured (NaN)."""
+    return "–" if math.isnan(value) else f"{value:.0%}"
+
+
 def _ratio(value: float) -> str:
     if math.isnan(value) or math.isinf(value):
         return "–"
@@ -1060,7 +1065,7 @@ def admission_rows(run: Run) -> list[str]:
         if memory is not None and a.implementation == "PostgreSQL":
             versus = f"{_ratio(a.p50 / memory.p50)} / {_ratio(a.p99 / memory.p99)}"
             throughput = _ratio(a.throughput / memory.throughput)
-        busy = "–" if math.isnan(a.machine_busy) else f"{a.machine_busy:.0%}"
+        busy = _share(a.machine_busy)
         rows.append(
             f"| {a.label} | {a.implementation} | {a.processes} × {a.in_flight} "
             f"| {_answers(a.answers)} | {a.throughput:,.0f}/s | {_ms(a.p50)} "
@@ -1082,7 +1087,7 @@ def open_rows(run: Run) -> list[str]:
     for a in run.admissions:
         if not a.open_loop:
             continue
-        busy = "–" if math.isnan(a.machine_busy) else f"{a.machine_busy:.0%}"
+        busy = _share(a.machine_busy)
         report = (
             f"{_ms(median(a.report_ms))} / {_ms(quantile(a.report_ms, 0.99))}"
             if a.report_ms
@@ -1110,7 +1115,7 @@ def little_rows(run: Run) -> list[str]:
     ]
     for label in _ADMISSION_WORKLOADS:
         for a in _postgres(run, label, open_loop=False):
-            busy = "–" if math.isnan(a.machine_busy) else f"{a.machine_busy:.0%}"
+            busy = _share(a.machine_busy)
             mean_admit = sum(a.admit_ms) / len(a.admit_ms) if a.admit_ms else math.nan
             rows.append(
                 f"| {a.label} | {a.load} | {a.throughput:,.0f}/s "
