@@ -275,16 +275,16 @@ class SchedulerCore:
         :meth:`admit` does. The place is given back by :meth:`release_per_request`
         (exactly once).
         """
+        settings = self._settings
+        if self._closed or (
+            settings.strategy is not Strategy.SHARED and object_size > settings.session_min_bytes
+        ):
+            return None  # admit decides, and validates the request as it always does
         if download_id is not None:
             _validated_download_id(download_id)
         if base_class is None:
             base_class = default_class(principal_kind)
         cls = base_class if requested_class is None else applied_class(base_class, requested_class)
-        settings = self._settings
-        if self._closed or (
-            settings.strategy is not Strategy.SHARED and object_size > settings.session_min_bytes
-        ):
-            return None
         if self._active and self._holds_slot(principal):
             key = session_key(principal, object_id, download_id, client_address)
             if key in self._active:

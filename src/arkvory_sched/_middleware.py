@@ -201,7 +201,17 @@ class DownloadSchedulerMiddleware:
                 raise
             fast.release_per_request(place, observer.counted(target.size, byte_range))
         elif isinstance(decision, Admitted):
-            await self._serve(scope, receive, send, decision, target)
+            # Served inline rather than in a helper coroutine: a response of a large object
+            # suspends at every chunk (file reads, flow control), and each resumption
+            # passes through every coroutine frame between the task and the app.
+            grant_observer = _GrantObserver(self._scheduler, decision, send)
+            try:
+                await self.app(scope, receive, grant_observer.send)
+            except BaseException as error:
+                await self._report_failure(grant_observer, error)
+                raise
+            # The common path needs no shield (a cancel scope costs more than the report).
+            await self._scheduler.report(decision.grant, grant_observer.outcome(target.size))
         elif isinstance(decision, Queued):
             await _answer(send, queued(decision))
         elif decision is not None:
@@ -233,30 +243,19 @@ class DownloadSchedulerMiddleware:
             self._held -= 1
 
     # ------------------------------------------------------------------ serving
-    async def _serve(
-        self,
-        scope: Scope,
-        receive: Receive,
-        send: Send,
-        decision: Admitted,
-        target: DownloadTarget,
-    ) -> None:
-        observer = _GrantObserver(self._scheduler, decision, send)
-        try:
-            await self.app(scope, receive, observer.send)
-        except BaseException as error:
-            # A failed send means the client is gone, whatever the app turned it into
-            # (Starlette raises ClientDisconnect under ASGI 2.4).
-            interrupted = observer.disconnected or isinstance(
-                error, OSError | anyio.get_cancelled_exc_class()
-            )
-            outcome = Interrupted(observer.sent) if interrupted else Failed(observer.sent)
-            # Shielded: a cancelled request must still give its place back (R-RES-3).
-            with anyio.CancelScope(shield=True):
-                await self._scheduler.report(decision.grant, outcome)
-            raise
-        # The common path needs no shield (a cancel scope costs more than the report).
-        await self._scheduler.report(decision.grant, observer.outcome(target.size))
+    async def _report_failure(self, observer: _GrantObserver, error: BaseException) -> None:
+        """Report a response that ended in an exception; the place is always given back.
+
+        A failed send means the client is gone, whatever the app turned it into
+        (Starlette raises ClientDisconnect under ASGI 2.4).
+        """
+        interrupted = observer.disconnected or isinstance(
+            error, OSError | anyio.get_cancelled_exc_class()
+        )
+        outcome = Interrupted(observer.sent) if interrupted else Failed(observer.sent)
+        # Shielded: a cancelled request must still give its place back (R-RES-3).
+        with anyio.CancelScope(shield=True):
+            await self._scheduler.report(observer.grant, outcome)
 
     # ------------------------------------------------------------------ lifespan
     async def _lifespan(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -342,8 +341,9 @@ class _ResponseObserver:
             # Counted once sent: bytes a gone client never got are not delivered.
             self._last = message
             self.sent = sent = self.sent + len(message.get("body", b""))
-            if sent >= self._progress_at:
-                # Everything since the last report; the next one after another 4 MiB.
+            if sent >= self._progress_at and message.get("more_body", False):
+                # Everything since the last report; the next one after another 4 MiB. The
+                # body's last message needs none: the outcome, reported next, counts it.
                 reported = self._progress_at - PROGRESS_EVERY_BYTES
                 self._progress_at = sent + PROGRESS_EVERY_BYTES
                 await self._progress(sent - reported)
@@ -365,7 +365,7 @@ class _ResponseObserver:
 class _GrantObserver(_ResponseObserver):
     """The observer of a response admitted through the port."""
 
-    __slots__ = ("_grant", "_scheduler")
+    __slots__ = ("_scheduler", "grant")
 
     def __init__(self, scheduler: DownloadScheduler, decision: Admitted, send: Send) -> None:
         grant = decision.grant
@@ -374,17 +374,17 @@ class _GrantObserver(_ResponseObserver):
             extra = (*extra, (b"arkvory-queue-ticket", decision.ticket.encode()))
         super().__init__(send, extra)
         self._scheduler = scheduler
-        self._grant: Grant = grant
+        self.grant: Grant = grant
 
     async def _progress(self, nbytes: int) -> None:
-        await self._scheduler.progress(self._grant, nbytes)
+        await self._scheduler.progress(self.grant, nbytes)
 
     def outcome(self, size: int) -> DeliveryOutcome:
         """Delivered only when the body went out in full with a 200/206 status."""
         if not self.finished:
             return Interrupted(self.sent)
         if self.status == 206:
-            return Delivered(self._grant.byte_range)
+            return Delivered(self.grant.byte_range)
         if self.status == 200:
             return Delivered(ByteRange.whole(size) if size else None)
         if self.status >= 500:

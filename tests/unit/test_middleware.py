@@ -40,6 +40,7 @@ from starlette.responses import PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from arkvory_sched import (
+    ByteRange,
     Clock,
     Delivered,
     DeliveryOutcome,
@@ -49,6 +50,7 @@ from arkvory_sched import (
     InMemoryDownloadScheduler,
     Interrupted,
     PrincipalKind,
+    RangeKind,
     SchedulerSettings,
     SchedulerStats,
     SystemClock,
@@ -235,7 +237,12 @@ class RecordingScheduler(InMemoryDownloadScheduler):
     def __init__(self, settings: SchedulerSettings, clock: Clock) -> None:
         super().__init__(settings, clock=clock, ticket_keys=[generate_key()])
         self.outcomes: list[DeliveryOutcome] = []
+        self.progressed: list[int] = []
         self.ticks = 0
+
+    async def progress(self, grant: Grant, nbytes: int) -> None:
+        self.progressed.append(nbytes)
+        await super().progress(grant, nbytes)
 
     async def report(self, grant: Grant, outcome: DeliveryOutcome) -> None:
         self.outcomes.append(outcome)
@@ -1053,6 +1060,42 @@ async def test_full_delivery_in_ranges_completes_the_session(make: Build) -> Non
     assert harness.core.session_count == 0
     assert all(isinstance(o, Delivered) for o in harness.scheduler.outcomes)
     assert len(harness.scheduler.outcomes) == 5
+
+
+async def _ranges_ending_on_their_last_chunk(scope: Scope, receive: Any, send: Any) -> None:
+    """A range of ``big`` in 1 MiB messages, the last one ending the body (the shape of
+    Starlette's ``FileResponse``; ``StreamingResponse`` ends with an empty message)."""
+    parsed = parse_range(dict(scope["headers"])[b"range"].decode(), len(BIG))
+    assert isinstance(parsed, Satisfiable)
+    first = parsed.ranges[0]
+    await send({"type": "http.response.start", "status": 206, "headers": []})
+    for offset in range(first.start, first.end, CHUNK):
+        end = min(first.end, offset + CHUNK)
+        await send(
+            {"type": "http.response.body", "body": BIG[offset:end], "more_body": end < first.end}
+        )
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("length", "expected"),
+    [(3 * MIB, []), (8 * MIB, [4 * MIB]), (9 * MIB, [4 * MIB, 4 * MIB])],
+    ids=["below-4-MiB", "ends-at-8-MiB", "9-MiB"],
+)
+async def test_progress_every_4_mib_and_the_rest_with_the_outcome(
+    length: int, expected: list[int]
+) -> None:
+    """Progress goes out every 4 MiB while the body streams; the body's last message
+    reports nothing itself: the outcome right after it counts the rest, once."""
+    harness = build("starlette")
+    harness.middleware.app = _ranges_ending_on_their_last_chunk
+    async with harness.client() as client:
+        response = await fetch(client, download_id="progress", byte_range=byte_span(0, length))
+    assert (response.status_code, response.content) == (206, BIG[:length])
+    assert harness.scheduler.progressed == expected
+    assert harness.scheduler.outcomes == [Delivered(ByteRange(0, length, RangeKind.BOUNDED))]
+    stats = await harness.stats()
+    assert stats.per_class[DownloadClass.RELEASE].bytes_delivered == length
 
 
 @pytest.mark.anyio
