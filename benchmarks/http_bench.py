@@ -13,7 +13,10 @@ the options and ``benchmarks/README.md`` explains the workloads and every figure
 2. For each workload, wrk loads them in many short rounds. Each round runs both
    servers back to back, the order flipping every round (bare–wrapped, wrapped–bare, …),
    so whatever else the shared machine does falls on both alike; the throughput kept is
-   the median of the per-round ratios wrapped ÷ bare, shown with its spread.
+   the median of the per-round ratios wrapped ÷ bare, shown with its spread. With
+   ``--at-once`` both servers are loaded at the same time instead, each by its own wrk,
+   and each round's ratio is of the responses served per second of the server's own
+   CPU time (see ``benchmarks/README.md``).
 3. In process, without a network: the in-memory objects are served directly with a fake
    ``receive``/``send``, bare and wrapped, for the middleware's own cost per request, the
    scheduler's share of it, and a ``cProfile`` of the wrapped path naming where it goes.
@@ -41,8 +44,8 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable, Coroutine, Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 from typing import Any, Final
@@ -89,6 +92,7 @@ PROJECT_ROOT: Final = Path(__file__).resolve().parent.parent
 RESULTS_PATH: Final = Path(__file__).resolve().parent / "RESULTS.md"
 SECTION_HEADING: Final = "## HTTP middleware"
 REFERENCE_HEADING: Final = "## HTTP reference: a minimal send wrapper in the middleware's place"
+AT_ONCE_HEADING: Final = "## HTTP middleware, both servers loaded at once"
 
 ROUNDS: Final = 30
 BLOCKS: Final = 10
@@ -267,6 +271,9 @@ class Plan:
     where: Placement
     max_other_load: float = MAX_OTHER_LOAD
     wrapped_app: str = "wrapped"  # the app in the middleware's role: wrapped or reference
+    # Both servers loaded at the same time, each round's ratio per server CPU-second
+    # (run_http explains why); otherwise one after the other, throughput per second.
+    at_once: bool = False
 
     def rounds_per_block(self) -> list[int]:
         blocks = max(1, min(self.blocks, self.rounds))
@@ -290,12 +297,6 @@ def process_cpu_seconds(pid: int) -> float:
         return math.nan
     fields = text.rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def children_cpu_seconds() -> float:
-    """CPU time of finished child processes (wrk runs are the only ones reaped)."""
-    usage = os.times()
-    return usage.children_user + usage.children_system
 
 
 def machine_busy_seconds() -> float:
@@ -446,19 +447,35 @@ class WrkRun:
         return max(0.0, self.other_cpu_s / self.seconds)
 
 
-def run_wrk(command: Sequence[str], server: Server) -> WrkRun:
+@dataclass(slots=True)
+class _WrkStarted:
+    process: subprocess.Popen[str]
+    command: Sequence[str]
+    server: Server
+    server_cpu_before: float
+
+
+def start_wrk(command: Sequence[str], server: Server) -> _WrkStarted:
     cpu_before = server.cpu_seconds()
-    children_before = children_cpu_seconds()
-    busy_before = machine_busy_seconds()
-    completed = subprocess.run(command, capture_output=True, text=True, check=False)
-    busy = machine_busy_seconds() - busy_before
-    server_cpu = server.cpu_seconds() - cpu_before
-    wrk_cpu = children_cpu_seconds() - children_before
-    line = next((ln for ln in completed.stdout.splitlines() if ln.startswith("WRKJSON ")), None)
-    if completed.returncode != 0 or line is None:
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return _WrkStarted(process, command, server, cpu_before)
+
+
+def finish_wrk(started: _WrkStarted) -> WrkRun:
+    """The run's figures once wrk exits; ``other_cpu_s`` is left to the caller."""
+    process = started.process
+    assert process.stdout is not None
+    output = process.stdout.read()
+    process.stdout.close()
+    # Reaped here for wrk's own rusage: with two wrk at once, the children's total that
+    # os.times() keeps could not tell them apart.
+    _, status, usage = os.wait4(process.pid, 0)
+    process.returncode = os.waitstatus_to_exitcode(status)
+    server_cpu = started.server.cpu_seconds() - started.server_cpu_before
+    line = next((ln for ln in output.splitlines() if ln.startswith("WRKJSON ")), None)
+    if process.returncode != 0 or line is None:
         raise RuntimeError(
-            f"wrk failed ({completed.returncode}): {shlex.join(command)}\n"
-            f"{completed.stdout}\n{completed.stderr}"
+            f"wrk failed ({process.returncode}): {shlex.join(started.command)}\n{output}"
         )
     data: dict[str, Any] = json.loads(line.removeprefix("WRKJSON "))
     errors = sum(int(data[key]) for key in ("connect", "read", "write", "timeout"))
@@ -474,9 +491,31 @@ def run_wrk(command: Sequence[str], server: Server) -> WrkRun:
         mean_us=float(data["mean"]),
         max_us=float(data["max"]),
         server_cpu_s=server_cpu,
-        wrk_cpu_s=wrk_cpu,
-        other_cpu_s=busy - server_cpu - wrk_cpu,
+        wrk_cpu_s=usage.ru_utime + usage.ru_stime,
+        other_cpu_s=0.0,
     )
+
+
+def run_wrk_each(
+    commands: Mapping[str, Sequence[str]], servers: Mapping[str, Server], at_once: bool
+) -> dict[str, WrkRun]:
+    """One wrk run per server named in ``commands``: one after the other, in that order,
+    or all at the same time. ``other_cpu_s`` is what the rest of the machine used over
+    each run: over the whole round, less every server and wrk of it, when at once."""
+    runs: dict[str, WrkRun] = {}
+    if not at_once:
+        for name, command in commands.items():
+            busy_before = machine_busy_seconds()
+            run = finish_wrk(start_wrk(command, servers[name]))
+            other = machine_busy_seconds() - busy_before - run.server_cpu_s - run.wrk_cpu_s
+            runs[name] = replace(run, other_cpu_s=other)
+        return runs
+    busy_before = machine_busy_seconds()
+    started = {name: start_wrk(command, servers[name]) for name, command in commands.items()}
+    finished = {name: finish_wrk(each) for name, each in started.items()}
+    ours = sum(run.server_cpu_s + run.wrk_cpu_s for run in finished.values())
+    other = machine_busy_seconds() - busy_before - ours
+    return {name: replace(run, other_cpu_s=other) for name, run in finished.items()}
 
 
 def median_interval(values: Sequence[float], confidence: float = 0.95) -> tuple[float, float]:
@@ -511,6 +550,7 @@ class HttpResult:
     bare_first: list[bool] = field(default_factory=list)
     blocks: list[int] = field(default_factory=list)  # which server pair ran each round
     repeated: int = 0  # rounds run again because other processes were busy
+    at_once: bool = False  # both servers loaded together: ratios per server CPU-second
 
     def served(self, run: WrkRun) -> float:
         """Responses' worth a run served: completed responses, or (``by_bytes``) the
@@ -528,12 +568,15 @@ class HttpResult:
         served = self.served(run)
         return run.server_cpu_s / served * 1e6 if served else math.nan
 
+    def per_cpu_second(self, run: WrkRun) -> float:
+        """Responses' worth per second of the server's own CPU time."""
+        return self.served(run) / run.server_cpu_s if run.server_cpu_s > 0 else math.nan
+
     def ratios(self) -> list[float]:
-        """Wrapped ÷ bare throughput of each round (the two runs back to back)."""
-        return [
-            self.throughput(w) / self.throughput(b)
-            for b, w in zip(self.bare, self.wrapped, strict=True)
-        ]
+        """Wrapped ÷ bare of each round: throughput of the two runs back to back, or
+        (``at_once``) responses per server CPU-second of the two runs at the same time."""
+        kept = self.per_cpu_second if self.at_once else self.throughput
+        return [kept(w) / kept(b) for b, w in zip(self.bare, self.wrapped, strict=True)]
 
     @property
     def kept(self) -> float:
@@ -577,6 +620,12 @@ def run_http(
     live (memory layout, hash seeds, which worker threads exist), and alternating rounds
     cannot cancel that. Fresh pairs per block turn it into one more source of noise that
     the median over all rounds averages.
+
+    With ``plan.at_once`` each round loads both servers at the same time, each by its
+    own wrk, on the one CPU they share. Whatever slows that CPU during a round (other
+    tenants, its clock) then slows both alike, which alternating runs cannot ensure; the
+    two need not get equal shares of it, so each side's throughput is divided by its own
+    CPU time: responses per server CPU-second, which is what a saturated server serves.
     """
     results = []
     where = plan.where
@@ -584,29 +633,33 @@ def run_http(
     for workload in workloads:
         placeholder = f"http://{HOST}:PORT{workload.path}"
         shown = workload.wrk_args("wrk", placeholder, plan.duration, Path("report.lua"))
-        result = HttpResult(workload, shlex.join([*prefix, *shown]))
+        result = HttpResult(workload, shlex.join([*prefix, *shown]), at_once=plan.at_once)
         round_ = 0
         for block, count in enumerate(plan.rounds_per_block(), 1):
             with running_servers(
                 plan.http_impl, root, where, workload, plan.wrapped_app
             ) as servers:
-                for name in ("bare", "wrapped"):
-                    server = servers[name]
-                    warmup = workload.wrk_args(wrk, server.url(workload.path), WARMUP_S, script)
-                    run_wrk([*prefix, *warmup], server)
+                warmups = {
+                    name: [*prefix, *workload.wrk_args(wrk, s.url(workload.path), WARMUP_S, script)]
+                    for name, s in servers.items()
+                }
+                run_wrk_each(warmups, servers, plan.at_once)
                 for _ in range(count):
                     round_ += 1
                     bare_first = round_ % 2 == 1
                     order = ("bare", "wrapped") if bare_first else ("wrapped", "bare")
+                    commands = {
+                        name: [
+                            *prefix,
+                            *workload.wrk_args(
+                                wrk, servers[name].url(workload.path), plan.duration, script
+                            ),
+                        ]
+                        for name in order
+                    }
                     for attempt in range(ROUND_ATTEMPTS):
-                        runs: dict[str, WrkRun] = {}
-                        for name in order:
-                            server = servers[name]
-                            args = workload.wrk_args(
-                                wrk, server.url(workload.path), plan.duration, script
-                            )
-                            run = run_wrk([*prefix, *args], server)
-                            runs[name] = run
+                        runs = run_wrk_each(commands, servers, plan.at_once)
+                        for name, run in runs.items():
                             _progress(
                                 f"[{workload.key}] round {round_}/{plan.rounds} {name:7}: "
                                 f"{result.throughput(run):9,.0f} req/s "
@@ -752,7 +805,7 @@ async def _fast_round_trips(
 ) -> None:
     """What the middleware asks of the scheduler for a small object: a place, given back."""
     for _ in range(count):
-        place = scheduler.admit_per_request_now(
+        place = scheduler.admit_now(
             target.principal,
             target.principal_kind,
             target.base_class,
@@ -768,15 +821,26 @@ async def _fast_round_trips(
         scheduler.release_per_request(place, target.size)
 
 
-async def _port_round_trips(
+async def _range_round_trips(
     scheduler: InMemoryDownloadScheduler, request: DownloadRequest, count: int
 ) -> None:
-    """What the middleware asks of the scheduler for a range: ``admit`` and ``report``."""
+    """What the middleware asks of the scheduler for a further range of an active
+    session: the range fast path's grant, and its outcome reported."""
     for _ in range(count):
-        decision = await scheduler.admit(request)
-        if not isinstance(decision, Admitted):
-            raise RuntimeError(f"the scheduler did not admit the request: {decision!r}")
-        await scheduler.report(decision.grant, Delivered(decision.grant.byte_range))
+        state = scheduler.admit_now(
+            request.principal,
+            request.principal_kind,
+            request.base_class,
+            None,
+            request.download_id,
+            request.object_id,
+            request.object_size,
+            request.client_address,
+            request.byte_range,
+        )
+        if state is None:
+            raise RuntimeError("the scheduler did not take the range on its fast path")
+        scheduler.report_range(state, Delivered(state.byte_range))
 
 
 def _scheduler_work(case: InProcessCase) -> Callable[[], Coroutine[Any, Any, None]]:
@@ -793,7 +857,9 @@ def _scheduler_work(case: InProcessCase) -> Callable[[], Coroutine[Any, Any, Non
         download_id=DOWNLOAD_ID,
         client_address=HOST,
     )
-    return partial(_port_round_trips, scheduler, request, case.requests)
+    if not isinstance(scheduler.core.admit(request), Admitted):  # the session is now active
+        raise RuntimeError("the scheduler did not start the download session")
+    return partial(_range_round_trips, scheduler, request, case.requests)
 
 
 def measure_in_process(cases: Sequence[InProcessCase]) -> list[InProcessResult]:
@@ -1003,8 +1069,9 @@ def _unresolved(result: HttpResult) -> bool:
 
 
 def _target_rows(run: Run) -> list[str]:
+    kept = "Responses per server CPU-second kept" if run.plan.at_once else "Throughput kept"
     rows = [
-        "| Target | Throughput kept (median of the per-round ratios) "
+        f"| Target | {kept} (median of the per-round ratios) "
         "| 95 % interval of the median | interquartile range | lowest–highest round "
         "| Result |",
         "| --- | ---: | ---: | ---: | ---: | --- |",
@@ -1114,18 +1181,20 @@ def _http_sections(run: Run) -> list[str]:
         "*Other processes*: CPUs' worth of time the rest of the machine used during each run "
         "(from `/proc/stat`, steal included; the two runs of a round).",
         "",
-        "| workload | round | server pair | order | bare req/s | wrapped req/s | ratio "
+        "| workload | round | server pair | order | bare req/s | wrapped req/s | ratio (as above) "
         "| bare p50 / p99 | wrapped p50 / p99 | other processes |",
         "| --- | ---: | ---: | --- | ---: | ---: | ---: | --- | --- | --- |",
     ]
     for result in run.http:
         pairs = zip(result.bare, result.wrapped, result.bare_first, result.blocks, strict=True)
+        ratios = result.ratios()
         for index, (b, w, bare_first, block) in enumerate(pairs, 1):
+            order = "bare, wrapped" if bare_first else "wrapped, bare"
             lines.append(
                 f"| {result.workload.key} | {index} | {block} "
-                f"| {'bare, wrapped' if bare_first else 'wrapped, bare'} "
+                f"| {'at once' if result.at_once else order} "
                 f"| {result.throughput(b):,.0f} | {result.throughput(w):,.0f} "
-                f"| {result.throughput(w) / result.throughput(b):.1%} "
+                f"| {ratios[index - 1]:.1%} "
                 f"| {_lat(b.p50_us)} / {_lat(b.p99_us)} "
                 f"| {_lat(w.p50_us)} / {_lat(w.p99_us)} "
                 f"| {b.other_load:.2f} / {w.other_load:.2f} |"
@@ -1142,8 +1211,9 @@ def _in_process_sections(run: Run) -> list[str]:
         f"{IN_PROCESS_BATCHES} alternating batches; each figure is the fastest batch (other "
         "processes can only add time), per request. *Scheduler* is the scheduler calls the "
         "middleware makes, alone: for a 1 KiB object the fast path "
-        "(`admit_per_request_now` + `release_per_request`), for a range `await admit(request)` "
-        "+ `await report(grant, Delivered(...))`. The rest of the overhead is the adapter. "
+        "(`admit_now` + `release_per_request`), for a further range of the active session "
+        "the range fast path (`admit_now` + `report_range(state, Delivered(...))`). The "
+        "rest of the overhead is the adapter. "
         "uvicorn runs each request in a new task; the last column does the same.",
         "",
         "| workload | requests per batch | bare host | wrapped | overhead | of which scheduler "
@@ -1341,14 +1411,22 @@ def _analysis_section(run: Run) -> list[str]:
     return lines
 
 
+def section_heading(plan: Plan) -> str:
+    """The RESULTS.md heading of a run: each kind of run keeps its own section."""
+    if plan.wrapped_app == "reference":
+        return REFERENCE_HEADING + (", both servers loaded at once" if plan.at_once else "")
+    return AT_ONCE_HEADING if plan.at_once else SECTION_HEADING
+
+
 def render(run: Run) -> str:
     now = datetime.datetime.now(datetime.UTC)
     command = shlex.join(["python", "-m", "benchmarks.http_bench", *run.argv])
     cfg = benchmark_settings()
     others = [r.other_load for result in run.http for r in result.runs()]
     reference = run.plan.wrapped_app == "reference"
+    at_once = run.plan.at_once
     lines = [
-        REFERENCE_HEADING if reference else SECTION_HEADING,
+        section_heading(run.plan),
         "",
         f"- Command: `{command}` (from the project root, in `.venv`); whole run "
         f"{run.seconds:.0f} s",
@@ -1396,14 +1474,23 @@ def render(run: Run) -> str:
             f"{{bare_app,{run.plan.wrapped_app}_app}} "
             f"--host 127.0.0.1 --workers 1 --loop asyncio --http {run.plan.http_impl} "
             "--lifespan on --no-access-log` (started through `uvicorn.run` by `python -m "
-            "benchmarks._http_apps`), side by side, each idle while the other is loaded"
+            "benchmarks._http_apps`), side by side, "
+            + (
+                "loaded at the same time, each by its own wrk"
+                if at_once
+                else "each idle while the other is loaded"
+            )
         )
         plan = run.plan
         blocks = plan.rounds_per_block()
         lines.append(
             f"- Rounds: {plan.rounds} per workload, each one run of {plan.duration} s on each "
-            "server back to back, the order flipping every round; the rounds run in "
-            f"{len(blocks)} blocks of {'/'.join(str(b) for b in blocks)}, each on a freshly "
+            + (
+                "server, both at the same time; the rounds run in "
+                if at_once
+                else "server back to back, the order flipping every round; the rounds run in "
+            )
+            + f"{len(blocks)} blocks of {'/'.join(str(b) for b in blocks)}, each on a freshly "
             f"started server pair after a {WARMUP_S} s warm-up of each. A round during which "
             f"other processes used more than {plan.max_other_load:.2f} CPUs is run again, at "
             f"most {ROUND_ATTEMPTS - 1} times and for at most half the rounds ("
@@ -1411,6 +1498,14 @@ def render(run: Run) -> str:
             + " rounds run again); wrk commands (PORT is the server's):"
         )
         lines += [f"  - `{r.command}`" for r in run.http]
+        if at_once:
+            lines.append(
+                "- Each round's ratio is wrapped ÷ bare of the responses served per second of "
+                "the server's own CPU time (`/proc/PID/stat`), so a different share of the CPU "
+                "they share does not count. Both servers share one CPU here, so their req/s "
+                "and latencies below are each about half a CPU's: the latency the middleware "
+                "adds is in the main section's figures, not these."
+            )
         lines += ["", "### Targets", "", *_target_rows(run), "", *_http_sections(run)]
     else:
         lines += ["", "(HTTP part not run: `--no-http`.)"]
@@ -1506,6 +1601,12 @@ def build_parser() -> argparse.ArgumentParser:
         "and counts bytes) in the middleware's place; written under a heading of its own",
     )
     parser.add_argument(
+        "--at-once",
+        action="store_true",
+        help="load both servers at the same time, each by its own wrk, and compare responses "
+        "per server CPU-second; written under a heading of its own",
+    )
+    parser.add_argument(
         "--output",
         type=Path,
         default=None,
@@ -1556,6 +1657,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         where,
         args.max_other_load,
         "reference" if args.reference else "wrapped",
+        args.at_once,
     )
     load_before = load_average()
     started = time.perf_counter()
@@ -1590,7 +1692,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     section = render(run)
     print(section)
     if output is not None:
-        write_section(output, REFERENCE_HEADING if args.reference else SECTION_HEADING, section)
+        write_section(output, section_heading(plan), section)
         _progress(f"written to {output}")
     return 0
 

@@ -95,6 +95,7 @@ class GrantState:
     progressed: int = 0
     download_class: DownloadClass = DownloadClass.RELEASE
     sets_start: bool = False
+    ticket: str | None = None  # handed out with a range of admit_range_now
 
 
 @dataclass(frozen=True, slots=True)
@@ -348,12 +349,17 @@ class SchedulerCore:
         return self._queued(session, now, newcomer=True)
 
     def _admit_range(self, session: Session, byte_range: ByteRange | None, now: float) -> Admitted:
+        state = self._take_range(session, byte_range, now)
+        grant = Grant(state.token, "session", session.base_class, byte_range, session.key)
+        return Admitted(grant, self._active_ticket(session, now))
+
+    def _take_range(self, session: Session, byte_range: ByteRange | None, now: float) -> GrantState:
         session.in_flight += 1
         session.interrupted = False
         session.last_activity = now
         self._next_token += 1
         token = self._next_token
-        self._grants[token] = GrantState(
+        state = GrantState(
             token,
             session,
             byte_range,
@@ -362,9 +368,52 @@ class SchedulerCore:
             download_class=session.base_class,
             sets_start=_sets_start(session, byte_range),
         )
+        self._grants[token] = state
         self._counters.admitted += 1
-        grant = Grant(token, "session", session.base_class, byte_range, session.key)
-        return Admitted(grant, self._active_ticket(session, now))
+        return state
+
+    def admit_range_now(
+        self,
+        principal: str,
+        principal_kind: PrincipalKind,
+        base_class: DownloadClass | None,
+        requested_class: str | None,
+        download_id: str | None,
+        object_id: str,
+        object_size: int,
+        client_address: str,
+        byte_range: ByteRange | None,
+    ) -> GrantState | None:
+        """Admit a further range of a download that holds its slot, as :meth:`admit`
+        would (the ticket in ``ticket``); else ``None`` and the caller asks :meth:`admit`.
+
+        The fast path for the ranges of an active download session (most requests of a
+        large download): the same checks as :meth:`admit` in the same order, but only
+        for the outcome that needs no queue — the session is active, not asked to yield
+        its slot, and has a range place free. Raises :class:`InvalidRequestError` as
+        :meth:`admit` does. The grant is ended by :meth:`report_state` (exactly once).
+        """
+        settings = self._settings
+        if self._closed or not self._uses_sessions(object_size):
+            return None  # admit decides: per request, or shutting down
+        if download_id is not None:
+            download_id = _validated_download_id(download_id)
+        if requested_class is not None:
+            applied_class(base_class or default_class(principal_kind), requested_class)
+        session = self._sessions.get(session_key(principal, object_id, download_id, client_address))
+        if (
+            session is None
+            or session.state is not SessionState.ACTIVE
+            or (session.yield_requested and session.has_id)
+            or session.in_flight >= settings.ranges_per_session
+        ):
+            return None
+        if byte_range is None and object_size:
+            byte_range = ByteRange.whole(object_size)  # as DownloadRequest.effective_range
+        now = self._clock.monotonic()
+        state = self._take_range(session, byte_range, now)
+        state.ticket = self._active_ticket(session, now)
+        return state
 
     def _admit_per_request(
         self,
@@ -408,8 +457,15 @@ class SchedulerCore:
     # ================================================================ delivery
     def report(self, grant: Grant, outcome: DeliveryOutcome) -> list[int]:
         """Record how a response ended. Returns per-request waiters promoted into places."""
-        state = self._grants.pop(grant.token, None)
+        state = self._grants.get(grant.token)
         if state is None:
+            return []
+        return self.report_state(state, outcome)
+
+    def report_state(self, state: GrantState, outcome: DeliveryOutcome) -> list[int]:
+        """:meth:`report` for a grant of :meth:`admit_range_now` (any grant state);
+        a second call is a no-op."""
+        if self._grants.pop(state.token, None) is None:
             return []
         now = self._clock.monotonic()
         if isinstance(outcome, Delivered):

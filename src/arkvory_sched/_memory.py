@@ -126,16 +126,17 @@ class InMemoryDownloadScheduler(DownloadScheduler):
     async def progress(self, grant: Grant, nbytes: int) -> None:
         self._core.progress(grant, nbytes)
 
-    # ------------------------------------------------------------ per-request fast path
-    def per_request_fast_path(self) -> bool:
-        """Whether the synchronous per-request methods below may stand in for the port's.
+    # ------------------------------------------------------------ fast paths
+    def offers_fast_path(self) -> bool:
+        """Whether the synchronous methods below may stand in for the port's.
 
-        ``admit_per_request_now``, ``release_per_request`` and ``progress_per_request``
+        ``admit_now``, ``release_per_request``, ``report_range`` and ``progress_now``
         decide and account exactly as ``admit``, ``report`` and ``progress`` do for a
-        small object while a place is free, without building the port's values and
-        without an ``await`` (the middleware uses them for every small object). Not so
-        for a subclass that overrides one of the three to observe or change each call,
-        such as a recording test double: every request must then pass through them.
+        small object while a place is free, and for a further range of a download that
+        holds its slot, without building the port's request and grant values and without
+        an ``await`` (the middleware uses them for most requests). Not so for a subclass
+        that overrides one of the three to observe or change each call, such as a
+        recording test double: every request must then pass through them.
         """
         kind, base = type(self), InMemoryDownloadScheduler
         return (
@@ -144,7 +145,7 @@ class InMemoryDownloadScheduler(DownloadScheduler):
             and kind.progress is base.progress
         )
 
-    def admit_per_request_now(
+    def admit_now(
         self,
         principal: str,
         principal_kind: PrincipalKind,
@@ -156,12 +157,29 @@ class InMemoryDownloadScheduler(DownloadScheduler):
         client_address: str,
         byte_range: ByteRange | None,
     ) -> GrantState | None:
-        """A per-request place taken at once, or ``None``: then ``admit`` decides.
+        """A per-request place or a further range of an active download session, taken
+        at once, or ``None``: then ``admit`` decides.
 
-        See :meth:`SchedulerCore.admit_per_request_now`; raises
-        :class:`InvalidRequestError` as ``admit`` does.
+        A per-request place (``session`` is ``None``) is given back by
+        :meth:`release_per_request`, a range (its ticket in ``ticket``) by
+        :meth:`report_range`. See :meth:`SchedulerCore.admit_per_request_now` and
+        :meth:`SchedulerCore.admit_range_now`; raises :class:`InvalidRequestError` as
+        ``admit`` does.
         """
-        return self._core.admit_per_request_now(
+        core = self._core
+        # A small object first (the most common request): a session-sized object costs
+        # the per-request check one comparison before the range's own.
+        return core.admit_per_request_now(
+            principal,
+            principal_kind,
+            base_class,
+            requested_class,
+            download_id,
+            object_id,
+            object_size,
+            client_address,
+            byte_range,
+        ) or core.admit_range_now(
             principal,
             principal_kind,
             base_class,
@@ -174,16 +192,25 @@ class InMemoryDownloadScheduler(DownloadScheduler):
         )
 
     def release_per_request(self, place: GrantState, sent: int) -> None:
-        """``report`` for a place of :meth:`admit_per_request_now`; ``sent`` as there."""
+        """``report`` for a place of :meth:`admit_now`: ``sent`` as
+        :meth:`SchedulerCore.release_per_request` takes it."""
         promoted = self._core.release_per_request(place, sent)
         if promoted:
             self._wake_requests(promoted)
         if self._watchers:
             self._notify()
 
-    def progress_per_request(self, place: GrantState, nbytes: int) -> None:
-        """``progress`` for a place of :meth:`admit_per_request_now`."""
-        self._core.progress_per_request(place, nbytes)
+    def report_range(self, state: GrantState, outcome: DeliveryOutcome) -> None:
+        """``report`` for a range of :meth:`admit_now`."""
+        promoted = self._core.report_state(state, outcome)
+        if promoted:
+            self._wake_requests(promoted)
+        if self._watchers:
+            self._notify()
+
+    def progress_now(self, state: GrantState, nbytes: int) -> None:
+        """``progress`` for a place or range of the fast path."""
+        self._core.progress_per_request(state, nbytes)
 
     async def wait_for_change(self, timeout: float) -> None:
         changed = self._changed

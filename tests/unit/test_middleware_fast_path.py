@@ -1,9 +1,11 @@
-"""The middleware's fast path for small objects on the in-memory scheduler.
+"""The middleware's fast paths on the in-memory scheduler.
 
 For a small object, while a per-request place is free, the middleware takes the place
-synchronously (``admit_per_request_now``) and gives it back with a byte count
-(``release_per_request``) instead of building the port's request, grant and outcome
-values. These tests prove that this changes nothing a client or an operator can see:
+synchronously (``admit_now``) and gives it back with a byte count
+(``release_per_request``); for a further range of a download session that holds its
+slot, it takes the range synchronously (``admit_now`` again) and reports its outcome
+synchronously (``report_range``) — in both cases instead of building the port's request
+and grant values. These tests prove that this changes nothing a client or an operator can see:
 every scenario runs twice, once on the fast path and once through the port (a subclass
 that overrides ``report``, which turns the fast path off), and the responses and the
 scheduler's counters must agree. They also prove R-RES-3 on the fast path — every
@@ -16,7 +18,7 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import anyio
@@ -27,15 +29,20 @@ from hypothesis import strategies as st
 from starlette.requests import ClientDisconnect
 
 from arkvory_sched import (
+    Admitted,
     ByteRange,
+    Delivered,
     DeliveryOutcome,
     DownloadClass,
     DownloadRequest,
+    Failed,
     Grant,
     InMemoryDownloadScheduler,
+    Interrupted,
     InvalidRequestError,
     PrincipalKind,
     SchedulerSettings,
+    generate_key,
 )
 from arkvory_sched._classes import default_class
 from arkvory_sched._core import GrantState, SchedulerCore
@@ -58,6 +65,7 @@ from tests.unit.test_middleware import (
 
 MEDIUM = random.Random(11).randbytes(6 * MIB)  # below the session threshold, above progress
 CLASS_HEADER = "arkvory-download-class"
+TICKET_KEY = generate_key()  # both sides sign alike: a ticket of one is good on the other
 
 
 @pytest.fixture(scope="module")
@@ -67,7 +75,10 @@ def anyio_backend() -> str:
 
 class PortOnly(InMemoryDownloadScheduler):
     """The in-memory scheduler seen only through the port: overriding ``report`` (even
-    without changing it) turns the middleware's fast path off."""
+    just to record the outcomes) turns the middleware's fast path off."""
+
+    def __init__(self, settings: SchedulerSettings) -> None:
+        super().__init__(settings, clock=FakeClock(), ticket_keys=[TICKET_KEY])
 
     async def report(self, grant: Grant, outcome: DeliveryOutcome) -> None:
         await super().report(grant, outcome)
@@ -77,25 +88,46 @@ class CountingFast(InMemoryDownloadScheduler):
     """The in-memory scheduler, counting the fast path's calls (which keeps it on)."""
 
     def __init__(self, settings: SchedulerSettings) -> None:
-        super().__init__(settings, clock=FakeClock())
+        super().__init__(settings, clock=FakeClock(), ticket_keys=[TICKET_KEY])
         self.taken = 0
         self.released = 0
+        self.ranges = 0
+        self.range_reports = 0
 
-    def admit_per_request_now(self, *args: Any) -> GrantState | None:
-        place = super().admit_per_request_now(*args)
-        self.taken += place is not None
-        return place
+    def admit_now(self, *args: Any) -> GrantState | None:
+        state = super().admit_now(*args)
+        if state is not None:
+            self.taken += state.session is None
+            self.ranges += state.session is not None
+        return state
 
     def release_per_request(self, place: GrantState, sent: int) -> None:
         self.released += 1
         super().release_per_request(place, sent)
 
+    def report_range(self, state: GrantState, outcome: DeliveryOutcome) -> None:
+        self.range_reports += 1
+        super().report_range(state, outcome)
+
 
 @dataclass
 class Side:
-    scheduler: InMemoryDownloadScheduler
+    scheduler: CountingFast | PortOnly
     store: ObjectStore
     middleware: DownloadSchedulerMiddleware
+    session_outcomes: list[DeliveryOutcome] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        """Record every session outcome the core gets, through the port or not."""
+        core = self.scheduler.core
+        report_state = core.report_state
+
+        def recording(state: GrantState, outcome: DeliveryOutcome) -> list[int]:
+            if state.session is not None:
+                self.session_outcomes.append(outcome)
+            return report_state(state, outcome)
+
+        setattr(core, "report_state", recording)  # noqa: B010  (an instance attribute)
 
     @property
     def core(self) -> SchedulerCore:
@@ -119,15 +151,15 @@ class Side:
             dict(stats.rejections_total),
             {cls: s.bytes_delivered for cls, s in stats.per_class.items()},
             stats.delivery_rate,
+            stats.completed_total,
+            self.session_outcomes,
         )
 
 
 def side(fast: bool, **settings: Any) -> Side:
     store = ObjectStore(objects={"big": BIG, "small": SMALL, "medium": MEDIUM})
     values = scheduler_settings(**settings)
-    scheduler: InMemoryDownloadScheduler = (
-        CountingFast(values) if fast else PortOnly(values, clock=FakeClock())
-    )
+    scheduler: CountingFast | PortOnly = CountingFast(values) if fast else PortOnly(values)
     middleware = DownloadSchedulerMiddleware(
         make_app("starlette", store),
         scheduler=scheduler,
@@ -168,7 +200,7 @@ async def get(side: Side, name: str, **headers: str) -> httpx.Response:
 
 # ====================================================================== which path
 def test_the_plain_in_memory_scheduler_offers_the_fast_path() -> None:
-    assert InMemoryDownloadScheduler(scheduler_settings()).per_request_fast_path()
+    assert InMemoryDownloadScheduler(scheduler_settings()).offers_fast_path()
 
 
 @pytest.mark.parametrize("method", ["admit", "report", "progress"])
@@ -178,7 +210,7 @@ def test_a_subclass_that_observes_the_port_turns_the_fast_path_off(method: str) 
 
     observing = type("Observing", (InMemoryDownloadScheduler,), {method: passthrough})
     scheduler = observing(scheduler_settings())
-    assert not scheduler.per_request_fast_path()
+    assert not scheduler.offers_fast_path()
     middleware = DownloadSchedulerMiddleware(
         make_app("starlette", ObjectStore()),
         scheduler=scheduler,
@@ -299,6 +331,145 @@ async def test_small_object_of_another_principal_beside_an_active_session() -> N
     fast, _ = await both(scenario)
     assert isinstance(fast.scheduler, CountingFast)
     assert fast.scheduler.taken == 1
+
+
+# ====================================================================== ranges of a session
+def span(start: int, end: int) -> str:
+    return f"bytes={start}-{end - 1}"
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("with_ticket", [False, True], ids=["no-ticket-back", "ticket-back"])
+async def test_ranges_of_an_active_session_answer_and_count_alike(with_ticket: bool) -> None:
+    """The first range makes the session active (through admit); every further range,
+    the last one completing the download, takes the range fast path."""
+
+    async def scenario(side: Side) -> list[Any]:
+        seen: list[Any] = []
+        ticket: str | None = None
+        for index in range(5):
+            headers = {"range": span(index * 8 * MIB, (index + 1) * 8 * MIB)}
+            headers["arkvory-download-id"] = "dl-1"
+            if with_ticket and ticket is not None:
+                headers["arkvory-queue-ticket"] = ticket
+            response = await get(side, "big", **headers)
+            ticket = response.headers.get("arkvory-queue-ticket")
+            seen.append(answer(response))
+        return seen
+
+    fast, seen = await both(scenario)
+    assert [status for status, *_ in seen[:5]] == [206] * 5
+    assert all(has_ticket for *_, has_ticket in seen[:5])
+    assert b"".join(body for _, body, *_ in seen[:5]) == BIG
+    assert isinstance(fast.scheduler, CountingFast)
+    assert (fast.scheduler.taken, fast.scheduler.ranges) == (0, 4)
+    assert fast.core.stats().completed_total == 1
+
+
+@pytest.mark.anyio
+async def test_ranges_with_a_lowered_class_and_a_whole_object_request_alike() -> None:
+    async def scenario(side: Side) -> list[Any]:
+        first = await get(side, "big", range=span(0, MIB), **{"arkvory-download-id": "dl-2"})
+        lowered = await get(
+            side,
+            "big",
+            range=span(MIB, 2 * MIB),
+            **{"arkvory-download-id": "dl-2", "arkvory-download-class": "bulk"},
+        )
+        whole = await get(side, "big", **{"arkvory-download-id": "dl-2"})  # a 200 of it all
+        return [answer(first)[:3], answer(lowered)[:3], answer(whole)[0]]
+
+    fast, seen = await both(scenario)
+    assert seen[2] == 200
+    assert isinstance(fast.scheduler, CountingFast)
+    assert fast.scheduler.ranges == 2
+    assert fast.core.stats().completed_total == 1
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"arkvory-download-id": "dl-3", "arkvory-download-class": "turbo"},  # 400
+        {"arkvory-download-id": "dl-3", "if-none-match": '"big-v1"'},  # 304: no place
+        {"arkvory-download-id": "dl-3", "range": f"bytes={len(BIG)}-"},  # 416: no place
+        {"arkvory-download-id": "dl-4"},  # another download: admit queues it (one slot)
+    ],
+)
+async def test_what_is_not_a_further_range_answers_alike(headers: dict[str, str]) -> None:
+    async def scenario(side: Side) -> list[Any]:
+        first = await get(side, "big", range=span(0, MIB), **{"arkvory-download-id": "dl-3"})
+        other = await get(side, "big", **headers)
+        return [answer(first)[:3], other.status_code, other.headers.get("retry-after")]
+
+    fast, _ = await both(scenario)
+    assert isinstance(fast.scheduler, CountingFast)
+    assert fast.scheduler.ranges == 0
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("at_chunk", [0, 3], ids=["before-response", "mid-body"])
+async def test_app_failure_in_a_range_is_reported_alike(at_chunk: int) -> None:
+    async def scenario(side: Side) -> list[Any]:
+        await get(side, "big", range=span(0, MIB), **{"arkvory-download-id": "dl-5"})
+        side.store.fail_at_chunk = at_chunk
+        raw = RawClient(
+            "/objects/big",
+            headers=[(b"range", span(MIB, 9 * MIB).encode()), (b"arkvory-download-id", b"dl-5")],
+        )
+        with pytest.raises(RuntimeError):
+            await raw(side.middleware)
+        return [raw.body]
+
+    fast, _ = await both(scenario)
+    assert isinstance(fast.scheduler, CountingFast)
+    assert fast.scheduler.ranges == 1
+    assert isinstance(fast.session_outcomes[-1], Failed)
+    assert fast.core.grants_in_flight() == 0
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("spec_version", ["2.3", "2.4"])
+async def test_client_disconnect_in_a_range_is_reported_alike(spec_version: str) -> None:
+    async def scenario(side: Side) -> list[Any]:
+        await get(side, "big", range=span(0, MIB), **{"arkvory-download-id": "dl-6"})
+        raw = RawClient(
+            "/objects/big",
+            headers=[(b"range", span(MIB, 9 * MIB).encode()), (b"arkvory-download-id", b"dl-6")],
+            spec_version=spec_version,
+            fail_on_body=3,
+        )
+        with pytest.raises((OSError, ClientDisconnect)):
+            await raw(side.middleware)
+        return [raw.status, raw.body]
+
+    fast, _ = await both(scenario)
+    assert isinstance(fast.scheduler, CountingFast)
+    assert fast.session_outcomes[-1] == Interrupted(2 * CHUNK)
+    assert fast.core.grants_in_flight() == 0
+
+
+@pytest.mark.anyio
+async def test_cancelled_range_is_reported_alike() -> None:
+    async def scenario(side: Side) -> list[Any]:
+        await get(side, "big", range=span(0, MIB), **{"arkvory-download-id": "dl-7"})
+        side.store.gate = anyio.Event()
+        side.store.pause_at_chunk = 1
+        raw = RawClient(
+            "/objects/big",
+            headers=[(b"range", span(MIB, 9 * MIB).encode()), (b"arkvory-download-id", b"dl-7")],
+        )
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(raw, side.middleware)
+            await eventually(lambda: raw.body_messages == 1)
+            assert side.core.grants_in_flight() == 1
+            tasks.cancel_scope.cancel()
+        return [len(raw.starts), raw.body]
+
+    fast, _ = await both(scenario)
+    assert isinstance(fast.scheduler, CountingFast)
+    assert fast.session_outcomes[-1] == Interrupted(CHUNK)
+    assert fast.core.grants_in_flight() == 0
 
 
 # ====================================================================== R-RES-3
@@ -505,6 +676,84 @@ def test_core_fast_path_default_class_is_the_one_admit_uses(kind: PrincipalKind)
     place = take(core(), principal_kind=kind)
     assert place is not None
     assert place.download_class is default_class(kind)
+
+
+def take_range(scheduler: SchedulerCore, **changes: Any) -> GrantState | None:
+    """The next range of ``svc-first``'s download ``a`` of ``big``, on the fast path."""
+    values: dict[str, Any] = {
+        "principal": "svc-first",
+        "principal_kind": PrincipalKind.SERVICE,
+        "base_class": None,
+        "requested_class": None,
+        "download_id": "a",
+        "object_id": "big",
+        "object_size": len(BIG),
+        "client_address": "192.0.2.10",
+        "byte_range": ByteRange(MIB, 2 * MIB),
+    }
+    values.update(changes)
+    return scheduler.admit_range_now(**values)
+
+
+def test_core_range_fast_path_grants_what_admit_grants_and_reports_once() -> None:
+    fast, port = core(ranges_per_session=4), core(ranges_per_session=4)
+    for scheduler in (fast, port):
+        scheduler.admit(first_range_of_big())
+    state = take_range(fast)
+    decision = port.admit(replace(first_range_of_big(), byte_range=ByteRange(MIB, 2 * MIB)))
+    assert state is not None and isinstance(decision, Admitted)
+    assert (state.byte_range, state.download_class) == (
+        decision.grant.byte_range,
+        decision.grant.download_class,
+    )
+    assert fast.stats() == port.stats()
+    fast.report_state(state, Delivered(state.byte_range))
+    port.report(decision.grant, Delivered(decision.grant.byte_range))
+    assert fast.report_state(state, Delivered(state.byte_range)) == []  # a no-op
+    assert fast.stats() == port.stats()
+    assert fast.grants_in_flight() == port.grants_in_flight() == 1  # the first range
+
+
+def test_core_range_fast_path_without_a_range_reads_the_whole_object() -> None:
+    scheduler = core()
+    scheduler.admit(first_range_of_big())
+    state = take_range(scheduler, byte_range=None)
+    assert state is not None
+    assert state.byte_range == ByteRange.whole(len(BIG))
+
+
+def test_core_range_fast_path_steps_aside_when_admit_must_decide() -> None:
+    scheduler = core(ranges_per_session=2)
+    assert take_range(scheduler) is None  # no session yet: admit starts or queues it
+    scheduler.admit(first_range_of_big())  # in flight: 1 of 2
+    assert take_range(scheduler, download_id="b") is None  # another download
+    assert take_range(scheduler, object_size=len(SMALL)) is None  # per request
+    held = take_range(scheduler)
+    assert held is not None  # in flight: 2 of 2
+    assert take_range(scheduler) is None  # full: admit answers busy
+    scheduler.report_state(held, Interrupted(0))
+    session = held.session
+    assert session is not None
+    session.yield_requested = True
+    assert take_range(scheduler) is None  # asked to yield: admit requeues it
+    session.yield_requested = False
+    scheduler.close()
+    assert take_range(scheduler) is None  # admit decides after close
+
+
+@pytest.mark.parametrize(
+    ("changes", "field"),
+    [({"download_id": "bad id"}, "download_id"), ({"requested_class": "turbo"}, "download_class")],
+)
+def test_core_range_fast_path_refuses_what_admit_refuses(
+    changes: dict[str, Any], field: str
+) -> None:
+    scheduler = core()
+    scheduler.admit(first_range_of_big())
+    with pytest.raises(InvalidRequestError) as raised:
+        take_range(scheduler, **changes)
+    assert raised.value.field == field
+    assert scheduler.grants_in_flight() == 1
 
 
 # ====================================================================== rate meter
