@@ -56,7 +56,12 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
-PROGRESS_EVERY_BYTES = 4 * 1024 * 1024  # rate and idle stay fresh; calls stay rare
+# A long response reports its bytes as it goes, so that the delivery rate behind start
+# estimates and the byte counters stay fresh; a response ends with its outcome, which
+# counts the rest. 16 MiB is a fifth of a second at 80 MB/s, and more than a range of the
+# SDK (8 MiB): such ranges report only their outcome. Each report costs a range tens of
+# microseconds on a loaded server, far more than in a tight loop (benchmarks/RESULTS.md).
+PROGRESS_EVERY_BYTES = 16 * 1024 * 1024
 # The request headers the middleware reads; every other header is skipped unread.
 _WANTED = frozenset(
     {
@@ -339,7 +344,7 @@ class _ResponseObserver:
             self._last = message
             self.sent = sent = self.sent + len(message.get("body", b""))
             if sent >= self._progress_at and message.get("more_body", False):
-                # Everything since the last report; the next one after another 4 MiB. The
+                # Everything since the last report; the next one after another 16 MiB. The
                 # body's last message needs none: the outcome, reported next, counts it.
                 reported = self._progress_at - PROGRESS_EVERY_BYTES
                 self._progress_at = sent + PROGRESS_EVERY_BYTES

@@ -1079,13 +1079,13 @@ async def _ranges_ending_on_their_last_chunk(scope: Scope, receive: Any, send: A
 @pytest.mark.anyio
 @pytest.mark.parametrize(
     ("length", "expected"),
-    [(3 * MIB, []), (8 * MIB, [4 * MIB]), (9 * MIB, [4 * MIB, 4 * MIB])],
-    ids=["below-4-MiB", "ends-at-8-MiB", "9-MiB"],
+    [(8 * MIB, []), (32 * MIB, [16 * MIB]), (40 * MIB, [16 * MIB, 16 * MIB])],
+    ids=["an-8-MiB-range", "ends-at-32-MiB", "40-MiB"],
 )
-async def test_progress_every_4_mib_and_the_rest_with_the_outcome(
+async def test_progress_every_16_mib_and_the_rest_with_the_outcome(
     length: int, expected: list[int]
 ) -> None:
-    """Progress goes out every 4 MiB while the body streams; the body's last message
+    """Progress goes out every 16 MiB while the body streams; the body's last message
     reports nothing itself: the outcome right after it counts the rest, once."""
     harness = build("starlette")
     harness.middleware.app = _ranges_ending_on_their_last_chunk

@@ -63,7 +63,7 @@ from tests.unit.test_middleware import (
     scheduler_settings,
 )
 
-MEDIUM = random.Random(11).randbytes(6 * MIB)  # below the session threshold, above progress
+MEDIUM = random.Random(11).randbytes(6 * MIB)  # below the session threshold
 CLASS_HEADER = "arkvory-download-class"
 TICKET_KEY = generate_key()  # both sides sign alike: a ticket of one is good on the other
 
@@ -93,6 +93,7 @@ class CountingFast(InMemoryDownloadScheduler):
         self.released = 0
         self.ranges = 0
         self.range_reports = 0
+        self.progressed = 0
 
     def admit_now(self, *args: Any) -> GrantState | None:
         state = super().admit_now(*args)
@@ -108,6 +109,10 @@ class CountingFast(InMemoryDownloadScheduler):
     def report_range(self, state: GrantState, outcome: DeliveryOutcome) -> None:
         self.range_reports += 1
         super().report_range(state, outcome)
+
+    def progress_now(self, state: GrantState, nbytes: int) -> None:
+        self.progressed += 1
+        super().progress_now(state, nbytes)
 
 
 @dataclass
@@ -269,14 +274,19 @@ async def test_small_object_answers_and_counts_alike(headers: dict[str, str]) ->
 
 @pytest.mark.anyio
 async def test_progress_on_the_fast_path_counts_each_byte_once() -> None:
+    """``big`` (40 MiB) goes per request under a raised threshold: its whole body reports
+    progress twice (at 16 and 32 MiB) and its outcome the rest; a 20 MiB range once."""
+
     async def scenario(side: Side) -> list[Any]:
-        whole = await get(side, "medium")
-        ranged = await get(side, "medium", range="bytes=1000-5242999")
+        whole = await get(side, "big")
+        ranged = await get(side, "big", range=f"bytes=1000-{20 * MIB + 999}")
         return [answer(whole)[:3], answer(ranged)[:3]]
 
-    fast, _ = await both(scenario)
+    fast, _ = await both(scenario, session_min_bytes=2 * len(BIG))
+    assert isinstance(fast.scheduler, CountingFast)
+    assert (fast.scheduler.taken, fast.scheduler.progressed) == (2, 3)
     delivered = fast.core.stats().per_class[DownloadClass.RELEASE].bytes_delivered
-    assert delivered == len(MEDIUM) + 5_242_000
+    assert delivered == len(BIG) + 20 * MIB
 
 
 @pytest.mark.anyio
@@ -362,7 +372,11 @@ async def test_ranges_of_an_active_session_answer_and_count_alike(with_ticket: b
     assert all(has_ticket for *_, has_ticket in seen[:5])
     assert b"".join(body for _, body, *_ in seen[:5]) == BIG
     assert isinstance(fast.scheduler, CountingFast)
-    assert (fast.scheduler.taken, fast.scheduler.ranges) == (0, 4)
+    assert (fast.scheduler.taken, fast.scheduler.ranges, fast.scheduler.range_reports) == (
+        0,
+        4,
+        4,
+    )
     assert fast.core.stats().completed_total == 1
 
 
