@@ -82,9 +82,9 @@ _DOWNLOAD_ID = re.compile(r"[A-Za-z0-9._:~+/=-]+")
 class GrantState:
     """The core's record of one granted response, until it is reported.
 
-    The in-memory fast path for small objects hands it out as the handle of a
-    per-request place (:meth:`SchedulerCore.admit_per_request_now`), so that no
-    ``DownloadRequest``, ``Grant`` or outcome value is built for it.
+    The in-memory fast paths hand it out as the handle of a per-request place or a
+    range (:meth:`SchedulerCore.admit_now`), so that no ``DownloadRequest``, ``Grant``
+    or outcome value is built for it.
     """
 
     token: int
@@ -95,7 +95,7 @@ class GrantState:
     progressed: int = 0
     download_class: DownloadClass = DownloadClass.RELEASE
     sets_start: bool = False
-    ticket: str | None = None  # handed out with a range of admit_range_now
+    ticket: str | None = None  # handed out with a range of admit_now
 
 
 @dataclass(frozen=True, slots=True)
@@ -253,7 +253,7 @@ class SchedulerCore:
         record = self._principals.get(principal)
         return record is not None and record.active > 0
 
-    def admit_per_request_now(
+    def admit_now(
         self,
         principal: str,
         principal_kind: PrincipalKind,
@@ -265,27 +265,35 @@ class SchedulerCore:
         client_address: str,
         byte_range: ByteRange | None,
     ) -> GrantState | None:
-        """Take a free per-request place at once, as :meth:`admit` would; else ``None``.
+        """Grant at once what :meth:`admit` would grant without a queue; else ``None``.
 
-        The fast path for small objects: the same checks as :meth:`admit` in the same
-        order, but only for the outcome that needs no queue — the object goes per
-        request and does not belong to an active session (its key is hashed only when
-        its principal holds a slot), the scheduler is open and a place is free. Every
-        other case returns ``None`` and the caller asks :meth:`admit`, which then
+        The fast path of the two most common requests (ADR 0013), with :meth:`admit`'s
+        checks in :meth:`admit`'s order, for the outcomes that need no queue:
+
+        - a small object (per request) that does not belong to an active session (its
+          key is hashed only when its principal holds a slot), while a place is free:
+          a place (``session`` is ``None``), given back by :meth:`release_per_request`;
+        - a further range of a download session that holds its slot, is not asked to
+          yield it and has a range place free: the range, its ticket in ``ticket``,
+          ended by :meth:`report_state`.
+
+        Every other case returns ``None`` and the caller asks :meth:`admit`, which then
         decides exactly as it always does. Raises :class:`InvalidRequestError` as
-        :meth:`admit` does. The place is given back by :meth:`release_per_request`
-        (exactly once).
+        :meth:`admit` does. Each grant is ended exactly once.
         """
-        settings = self._settings
-        if self._closed or (
-            settings.strategy is not Strategy.SHARED and object_size > settings.session_min_bytes
-        ):
-            return None  # admit decides, and validates the request as it always does
+        if self._closed:
+            return None  # admit answers shutting down, or lets an active session finish
         if download_id is not None:
             _validated_download_id(download_id)
         if base_class is None:
             base_class = default_class(principal_kind)
         cls = base_class if requested_class is None else applied_class(base_class, requested_class)
+        if self._uses_sessions(object_size):
+            return self._further_range_now(
+                session_key(principal, object_id, download_id, client_address),
+                object_size,
+                byte_range,
+            )
         if self._active and self._holds_slot(principal):
             key = session_key(principal, object_id, download_id, client_address)
             if key in self._active:
@@ -298,6 +306,24 @@ class SchedulerCore:
         state = GrantState(token, None, byte_range, now, now, download_class=cls)
         self._grants[token] = state
         self._counters.admitted += 1
+        return state
+
+    def _further_range_now(
+        self, key: bytes, object_size: int, byte_range: ByteRange | None
+    ) -> GrantState | None:
+        session = self._sessions.get(key)
+        if (
+            session is None
+            or session.state is not SessionState.ACTIVE
+            or (session.yield_requested and session.has_id)
+            or session.in_flight >= self._settings.ranges_per_session
+        ):
+            return None
+        if byte_range is None and object_size:
+            byte_range = ByteRange.whole(object_size)  # as DownloadRequest.effective_range
+        now = self._clock.monotonic()
+        state = self._take_range(session, byte_range, now)
+        state.ticket = self._active_ticket(session, now)
         return state
 
     def _admit_new(
@@ -372,49 +398,6 @@ class SchedulerCore:
         self._counters.admitted += 1
         return state
 
-    def admit_range_now(
-        self,
-        principal: str,
-        principal_kind: PrincipalKind,
-        base_class: DownloadClass | None,
-        requested_class: str | None,
-        download_id: str | None,
-        object_id: str,
-        object_size: int,
-        client_address: str,
-        byte_range: ByteRange | None,
-    ) -> GrantState | None:
-        """Admit a further range of a download that holds its slot, as :meth:`admit`
-        would (the ticket in ``ticket``); else ``None`` and the caller asks :meth:`admit`.
-
-        The fast path for the ranges of an active download session (most requests of a
-        large download): the same checks as :meth:`admit` in the same order, but only
-        for the outcome that needs no queue — the session is active, not asked to yield
-        its slot, and has a range place free. Raises :class:`InvalidRequestError` as
-        :meth:`admit` does. The grant is ended by :meth:`report_state` (exactly once).
-        """
-        settings = self._settings
-        if self._closed or not self._uses_sessions(object_size):
-            return None  # admit decides: per request, or shutting down
-        if download_id is not None:
-            download_id = _validated_download_id(download_id)
-        if requested_class is not None:
-            applied_class(base_class or default_class(principal_kind), requested_class)
-        session = self._sessions.get(session_key(principal, object_id, download_id, client_address))
-        if (
-            session is None
-            or session.state is not SessionState.ACTIVE
-            or (session.yield_requested and session.has_id)
-            or session.in_flight >= settings.ranges_per_session
-        ):
-            return None
-        if byte_range is None and object_size:
-            byte_range = ByteRange.whole(object_size)  # as DownloadRequest.effective_range
-        now = self._clock.monotonic()
-        state = self._take_range(session, byte_range, now)
-        state.ticket = self._active_ticket(session, now)
-        return state
-
     def _admit_per_request(
         self,
         principal: str,
@@ -463,8 +446,8 @@ class SchedulerCore:
         return self.report_state(state, outcome)
 
     def report_state(self, state: GrantState, outcome: DeliveryOutcome) -> list[int]:
-        """:meth:`report` for a grant of :meth:`admit_range_now` (any grant state);
-        a second call is a no-op."""
+        """:meth:`report` for a range of :meth:`admit_now` (any grant state); a second
+        call is a no-op."""
         if self._grants.pop(state.token, None) is None:
             return []
         now = self._clock.monotonic()
@@ -499,7 +482,7 @@ class SchedulerCore:
         return []
 
     def release_per_request(self, state: GrantState, sent: int) -> list[int]:
-        """Give back a place of :meth:`admit_per_request_now` after ``sent`` bytes.
+        """Give back a place of :meth:`admit_now` after ``sent`` bytes.
 
         What :meth:`report` does for a per-request grant: ``sent`` is the byte count
         a ``Delivered`` outcome stands for (the whole object, or the granted range), or
@@ -529,7 +512,7 @@ class SchedulerCore:
             self.progress_per_request(state, nbytes)
 
     def progress_per_request(self, state: GrantState, nbytes: int) -> None:
-        """:meth:`progress` for a place of :meth:`admit_per_request_now` (or any grant state)."""
+        """:meth:`progress` for a place or range of :meth:`admit_now` (or any grant state)."""
         if nbytes <= 0 or state.token not in self._grants:
             return
         now = self._clock.monotonic()

@@ -162,24 +162,10 @@ class InMemoryDownloadScheduler(DownloadScheduler):
 
         A per-request place (``session`` is ``None``) is given back by
         :meth:`release_per_request`, a range (its ticket in ``ticket``) by
-        :meth:`report_range`. See :meth:`SchedulerCore.admit_per_request_now` and
-        :meth:`SchedulerCore.admit_range_now`; raises :class:`InvalidRequestError` as
-        ``admit`` does.
+        :meth:`report_range`. See :meth:`SchedulerCore.admit_now`; raises
+        :class:`InvalidRequestError` as ``admit`` does.
         """
-        core = self._core
-        # A small object first (the most common request): a session-sized object costs
-        # the per-request check one comparison before the range's own.
-        return core.admit_per_request_now(
-            principal,
-            principal_kind,
-            base_class,
-            requested_class,
-            download_id,
-            object_id,
-            object_size,
-            client_address,
-            byte_range,
-        ) or core.admit_range_now(
+        return self._core.admit_now(
             principal,
             principal_kind,
             base_class,
@@ -194,15 +180,16 @@ class InMemoryDownloadScheduler(DownloadScheduler):
     def release_per_request(self, place: GrantState, sent: int) -> None:
         """``report`` for a place of :meth:`admit_now`: ``sent`` as
         :meth:`SchedulerCore.release_per_request` takes it."""
-        promoted = self._core.release_per_request(place, sent)
-        if promoted:
-            self._wake_requests(promoted)
-        if self._watchers:
-            self._notify()
+        self._released(self._core.release_per_request(place, sent))
 
     def report_range(self, state: GrantState, outcome: DeliveryOutcome) -> None:
         """``report`` for a range of :meth:`admit_now`."""
-        promoted = self._core.report_state(state, outcome)
+        self._released(self._core.report_state(state, outcome))
+
+    def _released(self, promoted: list[int]) -> None:
+        """After a fast-path release: wake the per-request waiters promoted into the
+        freed places, and any ``wait_for_change`` (without replacing its event when
+        nobody waits, the common case)."""
         if promoted:
             self._wake_requests(promoted)
         if self._watchers:

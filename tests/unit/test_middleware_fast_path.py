@@ -577,7 +577,7 @@ def take(scheduler: SchedulerCore, **changes: Any) -> GrantState | None:
         "byte_range": None,
     }
     values.update(changes)
-    return scheduler.admit_per_request_now(**values)
+    return scheduler.admit_now(**values)
 
 
 def small_request(principal: str = "svc-ci") -> DownloadRequest:
@@ -696,17 +696,12 @@ def take_range(scheduler: SchedulerCore, **changes: Any) -> GrantState | None:
     """The next range of ``svc-first``'s download ``a`` of ``big``, on the fast path."""
     values: dict[str, Any] = {
         "principal": "svc-first",
-        "principal_kind": PrincipalKind.SERVICE,
-        "base_class": None,
-        "requested_class": None,
         "download_id": "a",
         "object_id": "big",
         "object_size": len(BIG),
-        "client_address": "192.0.2.10",
         "byte_range": ByteRange(MIB, 2 * MIB),
     }
-    values.update(changes)
-    return scheduler.admit_range_now(**values)
+    return take(scheduler, **{**values, **changes})
 
 
 def test_core_range_fast_path_grants_what_admit_grants_and_reports_once() -> None:
