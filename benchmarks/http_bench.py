@@ -496,6 +496,22 @@ def finish_wrk(started: _WrkStarted) -> WrkRun:
     )
 
 
+def wrk_commands(
+    wrk: str,
+    prefix: Sequence[str],
+    workload: Workload,
+    servers: Mapping[str, Server],
+    names: Sequence[str],
+    seconds: int,
+    script: Path,
+) -> dict[str, list[str]]:
+    """The wrk command of ``workload`` against each server named, in that order."""
+    return {
+        name: [*prefix, *workload.wrk_args(wrk, servers[name].url(workload.path), seconds, script)]
+        for name in names
+    }
+
+
 def run_wrk_each(
     commands: Mapping[str, Sequence[str]], servers: Mapping[str, Server], at_once: bool
 ) -> dict[str, WrkRun]:
@@ -639,26 +655,19 @@ def run_http(
             with running_servers(
                 plan.http_impl, root, where, workload, plan.wrapped_app
             ) as servers:
-                warmups = {
-                    name: [*prefix, *workload.wrk_args(wrk, s.url(workload.path), WARMUP_S, script)]
-                    for name, s in servers.items()
-                }
+                warmups = wrk_commands(
+                    wrk, prefix, workload, servers, tuple(servers), WARMUP_S, script
+                )
                 run_wrk_each(warmups, servers, plan.at_once)
                 for _ in range(count):
                     round_ += 1
                     bare_first = round_ % 2 == 1
                     order = ("bare", "wrapped") if bare_first else ("wrapped", "bare")
-                    commands = {
-                        name: [
-                            *prefix,
-                            *workload.wrk_args(
-                                wrk, servers[name].url(workload.path), plan.duration, script
-                            ),
-                        ]
-                        for name in order
-                    }
+                    measured = wrk_commands(
+                        wrk, prefix, workload, servers, order, plan.duration, script
+                    )
                     for attempt in range(ROUND_ATTEMPTS):
-                        runs = run_wrk_each(commands, servers, plan.at_once)
+                        runs = run_wrk_each(measured, servers, plan.at_once)
                         for name, run in runs.items():
                             _progress(
                                 f"[{workload.key}] round {round_}/{plan.rounds} {name:7}: "
