@@ -12,7 +12,10 @@ load adapts to the answers and, at saturation, the latency is the queueing of th
 tasks. Open loop (``rate`` > 0): newcomers arrive at a fixed offered rate with
 exponentially distributed gaps from a seeded generator, each in a task of its own with
 no cap on how many are in flight, and each is timed from its scheduled arrival, so a
-stalled process or a slow database cannot hide latency by sending less.
+stalled process or a slow database cannot hide latency by sending less. The arrivals
+come from outside, as requests reach a server: the parent process sleeps until each
+one's time and writes it to the worker's arrival pipe (:func:`send_arrivals`), and the
+worker's event loop wakes on that pipe as it would on a socket.
 
 The fill writes the rows a newcomer's ``admit`` writes (``INSERT_SESSION`` plus the
 round-robin turn of ``NEXT_TAG``), for the downloads of ``core_bench.Workload``, with
@@ -23,9 +26,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import heapq
 import math
 import os
 import random
+import struct
 import time
 from collections import Counter
 from collections.abc import Iterable
@@ -59,10 +64,12 @@ __all__ = [
     "LoadResult",
     "LoadSpec",
     "answer_of",
+    "arrival_schedule",
     "fill_waiting",
     "index_base",
     "newcomer_timed",
     "run_worker",
+    "send_arrivals",
     "worker_slot",
 ]
 
@@ -79,10 +86,7 @@ PER_TASK = 1_000_000  # download indices per task of a worker
 FIRST_WORKER_SLOT = 10  # index slots 0-9 are the parent's (slot holders, traces)
 SLOTS_PER_RUN = 4  # worker processes per run, at most
 DRAIN_SECONDS = 15.0  # open loop: how long newcomers may still finish after the window
-# asyncio's epoll selector rounds each wait up to a whole millisecond, so a timer fires
-# up to 1 ms late: the open loop sleeps until this long before an arrival, then yields
-# to the other tasks until the arrival is due.
-TIMER_ROUNDING = 0.0011
+ARRIVAL = struct.Struct("=d")  # one arrival on the pipe: its scheduled time (monotonic)
 
 
 def index_base(kind: str, process: int, task: int) -> int:
@@ -114,7 +118,6 @@ class LoadSpec:
     workload_size: int  # core_bench.Workload(workload_size): its principals and requests
     run_number: int = 0  # runs sharing a schema get distinct download indices
     rate: float = 0.0  # open loop: newcomers per second this process offers; 0 = closed
-    seed: int = 0  # open loop: the gaps come from random.Random(seed, kind, process)
 
 
 @dataclass(slots=True)
@@ -137,10 +140,13 @@ class LoadResult:
 
 
 # ====================================================================== worker process
-def run_worker(spec: LoadSpec, pipe: Connection) -> None:
-    """Process entry point: connect, warm up, say ready, run the window, send results."""
+def run_worker(spec: LoadSpec, pipe: Connection, arrivals: Connection | None = None) -> None:
+    """Process entry point: connect, warm up, say ready, run the window, send results.
+
+    ``arrivals`` (open loop) is the read end of the pipe the parent writes each
+    newcomer's scheduled arrival to, as :func:`send_arrivals` does."""
     try:
-        result = asyncio.run(_worker(spec, pipe))
+        result = asyncio.run(_worker(spec, pipe, arrivals))
     except BaseException as error:  # report instead of leaving the parent waiting
         result = LoadResult(spec.process, errors=[f"{type(error).__name__}: {error}"])
         pipe.send(("ready", None))
@@ -148,7 +154,7 @@ def run_worker(spec: LoadSpec, pipe: Connection) -> None:
     pipe.close()
 
 
-async def _worker(spec: LoadSpec, pipe: Connection) -> LoadResult:
+async def _worker(spec: LoadSpec, pipe: Connection, arrivals: Connection | None) -> LoadResult:
     result = LoadResult(spec.process)
     if spec.kind == CLAIM:
         return await _claim_worker(spec, pipe, result)
@@ -173,11 +179,11 @@ async def _worker(spec: LoadSpec, pipe: Connection) -> LoadResult:
                     for task in range(spec.tasks)
                 )
             )
-        go, start, end = await _handshake(pipe)
+        start, end = await _handshake(pipe)
         marker = asyncio.create_task(_cpu_at(start))
-        if spec.rate > 0:
+        if arrivals is not None:
             closing = asyncio.create_task(_cpu_at(end))
-            await _open_loop(scheduler, workload, spec, counters, (go, start, end), result)
+            await _open_loop(scheduler, workload, counters, arrivals, (start, end), result)
             result.cpu_seconds = await closing - await marker
         else:
             await asyncio.gather(
@@ -196,15 +202,15 @@ async def _worker(spec: LoadSpec, pipe: Connection) -> LoadResult:
     return result
 
 
-async def _handshake(pipe: Connection) -> tuple[float, float, float]:
-    """Tell the parent this process is ready, wait for the common start, return it and
-    the measured window (monotonic): load runs from ``go``, warm-up first."""
+async def _handshake(pipe: Connection) -> tuple[float, float]:
+    """Tell the parent this process is ready, wait for the common start (``go``: load
+    runs from then, warm-up first) and return the measured window (monotonic)."""
     pipe.send(("ready", None))
     _, go, start, end = await asyncio.to_thread(pipe.recv)
     delay = go - time.monotonic()
     if delay > 0:
         await asyncio.sleep(delay)
-    return float(go), float(start), float(end)
+    return float(start), float(end)
 
 
 async def _cpu_at(moment: float) -> float:
@@ -286,41 +292,94 @@ def answer_of(decision: Decision) -> str:
 
 
 # ====================================================================== open loop
+def arrival_schedule(
+    seed: int, kind: str, process: int, rate: float, go: float, end: float
+) -> list[float]:
+    """The scheduled arrivals (monotonic) of one process's newcomers from ``go`` until
+    ``end``: exponentially distributed gaps at ``rate`` per second (a Poisson process),
+    seeded per seed, workload and process, so a run can be repeated."""
+    rng = random.Random(f"{seed}:{kind}:{process}")
+    arrivals = []
+    scheduled = go + rng.expovariate(rate)
+    while scheduled < end:
+        arrivals.append(scheduled)
+        scheduled += rng.expovariate(rate)
+    return arrivals
+
+
+def send_arrivals(schedules: list[list[float]], pipes: list[Connection]) -> None:
+    """Write each arrival to its process's pipe at its scheduled time, then close them.
+
+    Runs in the parent (a thread of it), outside the measured processes, as clients are
+    outside a server: a worker learns of a newcomer when its event loop sees the pipe
+    readable, the way it would see a request on a socket, and spends nothing waiting for
+    it. ``time.sleep`` wakes within tens of microseconds of its target; a late wake is
+    counted against the scheduler, since latency runs from the scheduled time.
+    """
+    merged = heapq.merge(
+        *([(moment, index) for moment in schedule] for index, schedule in enumerate(schedules))
+    )
+    descriptors = [pipe.fileno() for pipe in pipes]
+    try:
+        for moment, index in merged:
+            delay = moment - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+            os.write(descriptors[index], ARRIVAL.pack(moment))
+    finally:
+        for pipe in pipes:
+            pipe.close()
+
+
 async def _open_loop(
     scheduler: PostgresScheduler,
     workload: Workload,
-    spec: LoadSpec,
     counters: list[int],
-    window: tuple[float, float, float],
+    arrivals: Connection,
+    window: tuple[float, float],
     result: LoadResult,
 ) -> None:
-    """Newcomers at ``spec.rate`` per second from ``go`` until the window's end.
+    """Start a newcomer for each arrival the parent writes, until it closes the pipe.
 
-    The arrival times are fixed in advance by the seeded exponential gaps (a Poisson
-    process), not by the answers: when the process falls behind, the overdue newcomers
-    start at once and their lateness counts in their latency. Each runs in a task of
+    The arrival times are fixed in advance by the seeded exponential gaps, not by the
+    answers: when the process falls behind, the overdue newcomers start as soon as its
+    loop reads them and their lateness counts in their latency. Each runs in a task of
     its own; in-flight newcomers beyond the pool's connections wait for one, which is
-    part of their latency too. After the window, the newcomers still running get
+    part of their latency too. After the last arrival, the newcomers still running get
     ``DRAIN_SECONDS`` to finish; the rest are cancelled and counted as unfinished, their
     latency so far recorded (a lower bound).
     """
-    go, start, end = window
-    rng = random.Random(f"{spec.seed}:{spec.kind}:{spec.process}")
+    start, end = window
+    loop = asyncio.get_running_loop()
+    closed: asyncio.Future[None] = loop.create_future()
     pending: set[asyncio.Task[None]] = set()
-    scheduled = go
-    while True:
-        scheduled += rng.expovariate(spec.rate)
-        if scheduled >= end:
-            break
-        await _until(scheduled)
-        request = workload.request(counters[0])
-        counters[0] += 1
-        result.offered += start <= scheduled
-        task = asyncio.create_task(
-            _open_arrival(scheduler, request, scheduled, (start, end), result)
-        )
-        pending.add(task)
-        task.add_done_callback(pending.discard)
+    unread = bytearray()
+    descriptor = arrivals.fileno()
+
+    def on_readable() -> None:
+        data = os.read(descriptor, 64 * 1024)
+        if not data:
+            loop.remove_reader(descriptor)
+            closed.set_result(None)
+            return
+        unread.extend(data)
+        whole = len(unread) - len(unread) % ARRIVAL.size
+        for (scheduled,) in ARRIVAL.iter_unpack(bytes(unread[:whole])):
+            request = workload.request(counters[0])
+            counters[0] += 1
+            result.offered += start <= scheduled
+            task = asyncio.create_task(
+                _open_arrival(scheduler, request, scheduled, (start, end), result)
+            )
+            pending.add(task)
+            task.add_done_callback(pending.discard)
+        del unread[:whole]
+
+    loop.add_reader(descriptor, on_readable)
+    try:
+        await closed
+    finally:
+        loop.remove_reader(descriptor)
     if pending:
         _, late = await asyncio.wait(
             set(pending), timeout=max(0.0, end + DRAIN_SECONDS - time.monotonic())
@@ -328,22 +387,6 @@ async def _open_loop(
         for task in late:
             task.cancel()
         await asyncio.gather(*late, return_exceptions=True)
-
-
-async def _until(moment: float) -> None:
-    """Return at ``moment`` (monotonic), not up to a millisecond after it.
-
-    A real server learns of a request from its socket at once; only the load generator
-    waits on a timer. Without this, each newcomer's latency would include the selector's
-    rounding (0-1 ms), which is the generator's, not the scheduler's. The last stretch
-    yields to the process's other tasks (admissions in flight, the tick) on every turn
-    of the event loop, so their delays still count, as a busy server's would.
-    """
-    delay = moment - time.monotonic() - TIMER_ROUNDING
-    if delay > 0:
-        await asyncio.sleep(delay)
-    while time.monotonic() < moment:
-        await asyncio.sleep(0)
 
 
 async def _open_arrival(
@@ -451,7 +494,7 @@ async def _claim_worker(spec: LoadSpec, pipe: Connection, result: LoadResult) ->
 
         for _ in range(WARM_ADMISSIONS):
             await asyncio.gather(*(cycle(key, False) for key in keys))
-        _, start, end = await _handshake(pipe)
+        start, end = await _handshake(pipe)
         marker = asyncio.create_task(_cpu_at(start))
 
         async def loop(key: bytes) -> None:

@@ -34,10 +34,12 @@ import secrets
 import shlex
 import signal
 import sys
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Coroutine, Iterator, Sequence
 from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any, Final, TypeVar
 
@@ -72,10 +74,12 @@ from benchmarks._pg_load import (
     LoadResult,
     LoadSpec,
     answer_of,
+    arrival_schedule,
     fill_waiting,
     index_base,
     newcomer_timed,
     run_worker,
+    send_arrivals,
 )
 from benchmarks._pg_trace import Breakdown, StatementTrace
 from benchmarks._report import package_version, verdict, write_section
@@ -391,10 +395,12 @@ def run_processes(
     runs that share a schema download indices of their own."""
     context = multiprocessing.get_context("spawn")
     pipes = []
+    arrival_pipes: list[Connection] = []
     workers = []
     try:
         for process in range(PROCESSES):
             parent, child = context.Pipe()
+            arrivals_out, arrivals_in = context.Pipe(duplex=False) if load.open else (None, None)
             spec = LoadSpec(
                 kind,
                 dsn,
@@ -405,13 +411,17 @@ def run_processes(
                 WAITING,
                 run_number=run_number,
                 rate=load.rate / PROCESSES,
-                seed=seed,
             )
-            worker = context.Process(target=run_worker, args=(spec, child), daemon=True)
+            worker = context.Process(
+                target=run_worker, args=(spec, child, arrivals_out), daemon=True
+            )
             worker.start()
             child.close()
             pipes.append(parent)
             workers.append(worker)
+            if arrivals_out is not None and arrivals_in is not None:
+                arrivals_out.close()
+                arrival_pipes.append(arrivals_in)
         for pipe, worker in zip(pipes, workers, strict=True):
             _receive(pipe, worker, READY_TIMEOUT_S)
         go = time.monotonic() + 0.2
@@ -419,6 +429,16 @@ def run_processes(
         end = start + duration
         for pipe in pipes:
             pipe.send(("go", go, start, end))
+        arrivals = None
+        if load.open:
+            schedules = [
+                arrival_schedule(seed, kind, process, load.rate / PROCESSES, go, end)
+                for process in range(PROCESSES)
+            ]
+            arrivals = threading.Thread(
+                target=send_arrivals, args=(schedules, arrival_pipes), daemon=True
+            )
+            arrivals.start()
         _sleep_until(start)
         before = _cpu_times()
         _sleep_until(end)
@@ -426,6 +446,8 @@ def run_processes(
         busy = math.nan
         if before is not None and after is not None and after[1] > before[1]:
             busy = (after[0] - before[0]) / (after[1] - before[1])
+        if arrivals is not None:
+            arrivals.join()
         results = []
         for pipe, worker in zip(pipes, workers, strict=True):
             _, result = _receive(pipe, worker, READY_TIMEOUT_S)
@@ -434,6 +456,8 @@ def run_processes(
             worker.join(30)
         return results, busy, (start, end)
     finally:
+        for pipe in arrival_pipes:
+            pipe.close()
         for worker in workers:
             if worker.is_alive():
                 worker.kill()
@@ -1251,7 +1275,8 @@ def render(run: Run, argv: Sequence[str], wall: float, loads: tuple[str, str]) -
             *open_rows(run),
             "",
             "Each process offers a third of the rate: newcomers at exponentially distributed "
-            "gaps (seeded), each in a task of its own, however many are in flight. Latency "
+            "gaps (seeded), written to the process's pipe at their time by the parent process "
+            "and each run in a task of its own, however many are in flight. Latency "
             "runs from a newcomer's scheduled arrival until `admit` returns, so time the "
             f"process or its connection pool ({POOL_SIZE} connections) kept it waiting "
             "counts; start lag is the part before its task ran. Achieved is answers returned "
