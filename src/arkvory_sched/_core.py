@@ -73,6 +73,7 @@ ESTIMATE_MIN_SPREAD_SECONDS = 2.0  # … and never narrower than ±2 s
 FALLBACK_RATE = 100 * 1024 * 1024  # bytes/s assumed before anything was measured
 MARK_SCAN_SLACK = 4096
 TICKET_REUSE_SECONDS = 60.0
+KEY_CACHE_ENTRIES = 1024  # session keys remembered by admit_now (bounds its memory)
 _JITTER_LOW, _JITTER_HIGH = 0.9, 1.1
 BACKUP_GRACE_SECONDS = 1.5  # one poll period of the first marked waiters, plus jitter
 _DOWNLOAD_ID = re.compile(r"[A-Za-z0-9._:~+/=-]+")
@@ -140,6 +141,7 @@ class SchedulerCore:
         self._signer = signer
         self._queue = FairQueue(settings.strategy, settings.weights, settings.aging_minutes * 60)
         self._sessions: dict[bytes, Session] = {}
+        self._keys: dict[tuple[str, str, str | None, str], bytes] = {}  # see _known_key
         self._principals: dict[str, PrincipalRecord] = {}
         self._active: dict[bytes, Session] = {}
         self._active_interactive = 0
@@ -279,21 +281,29 @@ class SchedulerCore:
 
         Every other case returns ``None`` and the caller asks :meth:`admit`, which then
         decides exactly as it always does. Raises :class:`InvalidRequestError` as
-        :meth:`admit` does. Each grant is ended exactly once.
+        :meth:`admit` does, except for a session-sized object whose session is not
+        stored: that request is :meth:`admit`'s to validate (an invalid id never has a
+        session, so its range steps aside and :meth:`admit` refuses it). Each grant is
+        ended exactly once.
         """
         if self._closed:
             return None  # admit answers shutting down, or lets an active session finish
-        if download_id is not None:
-            _validated_download_id(download_id)
         if base_class is None:
             base_class = default_class(principal_kind)
-        cls = base_class if requested_class is None else applied_class(base_class, requested_class)
         if self._uses_sessions(object_size):
-            return self._further_range_now(
-                session_key(principal, object_id, download_id, client_address),
-                object_size,
-                byte_range,
+            session = self._sessions.get(
+                self._known_key(principal, object_id, download_id, client_address)
             )
+            if session is None:
+                return None  # admit validates the request and decides
+            # A stored session's id was valid when it was created (the key covers the
+            # id), so only the requested class is left to check, as admit would.
+            if requested_class is not None:
+                applied_class(base_class, requested_class)
+            return self._further_range_now(session, object_size, byte_range)
+        if download_id is not None:
+            _validated_download_id(download_id)
+        cls = base_class if requested_class is None else applied_class(base_class, requested_class)
         if self._active and self._holds_slot(principal):
             key = session_key(principal, object_id, download_id, client_address)
             if key in self._active:
@@ -308,13 +318,29 @@ class SchedulerCore:
         self._counters.admitted += 1
         return state
 
+    def _known_key(
+        self, principal: str, object_id: str, download_id: str | None, address: str
+    ) -> bytes:
+        """:func:`session_key`, remembered for the ranges that follow.
+
+        Every range of a session computes the same key, and hashing it is the largest
+        part of a further range's admission; on a server that streams the range right
+        after, it also runs with cold caches. The memory stays bounded: the cache is
+        emptied when it reaches :data:`KEY_CACHE_ENTRIES`.
+        """
+        parts = (principal, object_id, download_id, address)
+        key = self._keys.get(parts)
+        if key is None:
+            if len(self._keys) >= KEY_CACHE_ENTRIES:
+                self._keys.clear()
+            key = self._keys[parts] = session_key(principal, object_id, download_id, address)
+        return key
+
     def _further_range_now(
-        self, key: bytes, object_size: int, byte_range: ByteRange | None
+        self, session: Session, object_size: int, byte_range: ByteRange | None
     ) -> GrantState | None:
-        session = self._sessions.get(key)
         if (
-            session is None
-            or session.state is not SessionState.ACTIVE
+            session.state is not SessionState.ACTIVE
             or (session.yield_requested and session.has_id)
             or session.in_flight >= self._settings.ranges_per_session
         ):

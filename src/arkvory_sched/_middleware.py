@@ -44,7 +44,7 @@ from ._model import (
 )
 from ._port import DownloadScheduler
 from ._problems import Answer, bad_request, busy, queued
-from ._ranges import Satisfiable, Unsatisfiable, parse_range
+from ._ranges import Unsatisfiable, first_range
 from ._target import DownloadTarget, Resolver
 from ._ticking import run_tick_loop
 
@@ -442,13 +442,11 @@ def _requested_range(headers: Mapping[bytes, str], target: DownloadTarget) -> By
     holds = _if_range_holds(headers.get(b"if-range"), target.etag)
     if holds is False:
         return None  # the app will send the whole (changed) object
-    parsed = parse_range(header, target.size)
-    if isinstance(parsed, Unsatisfiable):
+    found = first_range(header, target.size)
+    if isinstance(found, Unsatisfiable):
         # A 416 takes no place, but only when the app cannot answer 200 with the whole.
         return _UNSATISFIABLE if holds else None
-    if isinstance(parsed, Satisfiable):
-        return parsed.ranges[0]
-    return None
+    return found
 
 
 def _if_range_holds(if_range: str | None, etag: str | None) -> bool | None:

@@ -32,6 +32,7 @@ __all__ = [
     "WholeObject",
     "coalesce",
     "content_range",
+    "first_range",
     "parse_range",
 ]
 
@@ -113,11 +114,37 @@ def parse_range(header: str | None, size: int) -> RangeParse:
         return _WHOLE
     simple = _SIMPLE_RANGE.fullmatch(header)
     if simple is not None:
-        return _parse_simple(simple.group(1), simple.group(2), size)
+        first, last = simple.groups()
+        found = _simple_range(first, last, size)
+        return Satisfiable((found,)) if isinstance(found, ByteRange) else found
     return _parse_general(header, size)
 
 
-def _parse_simple(first_text: str, last_text: str, size: int) -> RangeParse:
+def first_range(header: str, size: int) -> ByteRange | Unsatisfiable | None:
+    """The first range :func:`parse_range` resolves, :class:`Unsatisfiable`, or ``None``
+    where it answers :class:`WholeObject`.
+
+    What a server that serves one range per response needs to know, built without the
+    set of all ranges: the middleware asks this for every range of every session.
+    """
+    if size < 0:
+        raise ValueError(f"size must be >= 0, got {size}")
+    if len(header) > MAX_HEADER_LENGTH:
+        return None
+    simple = _SIMPLE_RANGE.fullmatch(header)
+    if simple is not None:
+        first, last = simple.groups()
+        found = _simple_range(first, last, size)
+        return None if isinstance(found, WholeObject) else found
+    parsed = _parse_general(header, size)
+    if isinstance(parsed, Satisfiable):
+        return parsed.ranges[0]
+    return parsed if isinstance(parsed, Unsatisfiable) else None
+
+
+def _simple_range(
+    first_text: str, last_text: str, size: int
+) -> ByteRange | Unsatisfiable | WholeObject:
     """``bytes=first-last`` or ``bytes=first-``, as :func:`_parse_general` reads them."""
     start = int(first_text)
     if last_text:
@@ -126,10 +153,10 @@ def _parse_simple(first_text: str, last_text: str, size: int) -> RangeParse:
             return _WHOLE
         if start >= size:
             return Unsatisfiable(size)
-        return Satisfiable((ByteRange(start, min(last, size - 1) + 1, RangeKind.BOUNDED),))
+        return ByteRange(start, min(last, size - 1) + 1, RangeKind.BOUNDED)
     if start >= size:
         return Unsatisfiable(size)
-    return Satisfiable((ByteRange(start, size, RangeKind.OPEN),))
+    return ByteRange(start, size, RangeKind.OPEN)
 
 
 def _parse_general(header: str, size: int) -> RangeParse:

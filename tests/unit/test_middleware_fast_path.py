@@ -45,7 +45,7 @@ from arkvory_sched import (
     generate_key,
 )
 from arkvory_sched._classes import default_class
-from arkvory_sched._core import GrantState, SchedulerCore
+from arkvory_sched._core import KEY_CACHE_ENTRIES, GrantState, SchedulerCore
 from arkvory_sched._middleware import DownloadSchedulerMiddleware
 from arkvory_sched._rate import PeakRateMeter
 from arkvory_sched._session import session_key
@@ -750,19 +750,37 @@ def test_core_range_fast_path_steps_aside_when_admit_must_decide() -> None:
     assert take_range(scheduler) is None  # admit decides after close
 
 
-@pytest.mark.parametrize(
-    ("changes", "field"),
-    [({"download_id": "bad id"}, "download_id"), ({"requested_class": "turbo"}, "download_class")],
-)
-def test_core_range_fast_path_refuses_what_admit_refuses(
-    changes: dict[str, Any], field: str
-) -> None:
+def test_core_range_fast_path_refuses_a_bad_class_as_admit_does() -> None:
     scheduler = core()
     scheduler.admit(first_range_of_big())
     with pytest.raises(InvalidRequestError) as raised:
-        take_range(scheduler, **changes)
-    assert raised.value.field == field
+        take_range(scheduler, requested_class="turbo")
+    assert raised.value.field == "download_class"
     assert scheduler.grants_in_flight() == 1
+
+
+def test_core_range_fast_path_leaves_a_bad_id_to_admit() -> None:
+    # No session can have a bad id (admit refuses to create one), so the fast path
+    # finds none and steps aside; admit then refuses the request with a 400's error.
+    scheduler = core()
+    scheduler.admit(first_range_of_big())
+    assert take_range(scheduler, download_id="bad id") is None
+    assert scheduler.grants_in_flight() == 1
+    with pytest.raises(InvalidRequestError) as raised:
+        scheduler.admit(replace(first_range_of_big(), download_id="bad id"))
+    assert raised.value.field == "download_id"
+
+
+def test_core_range_fast_path_remembers_keys_within_a_bound() -> None:
+    scheduler = core()
+    scheduler.admit(first_range_of_big())
+    for index in range(KEY_CACHE_ENTRIES + 10):
+        assert take_range(scheduler, download_id=f"other-{index}") is None
+        assert len(scheduler._keys) <= KEY_CACHE_ENTRIES
+    held = take_range(scheduler)  # the session's key, computed again after the clearing
+    assert held is not None
+    assert held.session is not None
+    assert held.session.key == session_key("svc-first", "big", "a", "192.0.2.10")
 
 
 # ====================================================================== rate meter

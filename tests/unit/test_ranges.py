@@ -20,6 +20,7 @@ from arkvory_sched._ranges import (
     WholeObject,
     coalesce,
     content_range,
+    first_range,
     parse_range,
 )
 
@@ -402,6 +403,27 @@ def test_parse_range_never_raises(header: str | None, size: int) -> None:
     _assert_well_formed(parse_range(header, size), size)
 
 
+def _first_of(result: RangeParse) -> ByteRange | Unsatisfiable | None:
+    if isinstance(result, Satisfiable):
+        return result.ranges[0]
+    return result if isinstance(result, Unsatisfiable) else None
+
+
+@given(st.one_of(st.text(), _grammarish, st.sampled_from(["bytes=0-", "bytes=5-2"])), sizes)
+def test_first_range_is_the_first_of_parse_range(header: str, size: int) -> None:
+    assert first_range(header, size) == _first_of(parse_range(header, size))
+
+
+def test_first_range_of_the_simple_forms() -> None:
+    assert first_range("bytes=10-19", 100) == ByteRange(10, 20, BOUNDED)
+    assert first_range("bytes=90-", 100) == ByteRange(90, 100, OPEN)
+    assert first_range("bytes=100-", 100) == Unsatisfiable(100)
+    assert first_range("bytes=19-10", 100) is None
+    assert first_range("bytes=1-2," * 2000, 100) is None  # over MAX_HEADER_LENGTH
+    with pytest.raises(ValueError, match="size"):
+        first_range("bytes=0-", -1)
+
+
 # --- properties: against a byte model ---------------------------------------------------
 
 
@@ -567,3 +589,9 @@ def test_the_single_range_fast_path_reads_as_the_general_parser(
 def test_the_fast_path_takes_the_simple_form(header: str) -> None:
     assert _ranges._SIMPLE_RANGE.fullmatch(header) is not None
     assert parse_range(header, 100) == _ranges._parse_general(header, 100)
+
+
+@given(st.lists(_valid_spec(), min_size=1, max_size=MAX_RANGES), st.integers(0, 64), st.data())
+def test_first_range_of_valid_sets(specs: list[_Spec], size: int, data: st.DataObject) -> None:
+    header = data.draw(_range_set([spec.text for spec in specs]))
+    assert first_range(header, size) == _first_of(parse_range(header, size))
