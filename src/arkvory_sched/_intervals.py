@@ -96,6 +96,13 @@ class DeliveredRanges:
     def intervals(self) -> tuple[tuple[int, int], ...]:
         return tuple(zip(self._starts, self._ends, strict=True))
 
+    def last(self) -> tuple[int, int] | None:
+        """The highest stored interval, or ``None``: whether the tail was delivered is
+        asked of every range of a session, so it costs no copy of the list."""
+        if not self._starts:
+            return None
+        return self._starts[-1], self._ends[-1]
+
     def __len__(self) -> int:
         return len(self._starts)
 

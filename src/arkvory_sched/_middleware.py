@@ -486,7 +486,8 @@ def _request_headers(scope: Scope) -> dict[bytes, str] | None:
     """
     found: dict[bytes, str] | None = None
     for name, value in scope.get("headers", ()):
-        key = bytes(name).lower()
+        # Servers pass bytes (copied only if one passes a bytearray, which is unhashable).
+        key = (name if type(name) is bytes else bytes(name)).lower()
         if key in _WANTED:
             if found is None:
                 found = {key: bytes(value).decode("latin-1")}

@@ -18,6 +18,7 @@ small_ranges = st.tuples(st.integers(0, 200), st.integers(0, 200))
 def _assert_well_formed(ranges: DeliveredRanges) -> None:
     stored = ranges.intervals()
     assert len(stored) == len(ranges) <= ranges.max_intervals
+    assert ranges.last() == (stored[-1] if stored else None)
     for start, end in stored:
         assert 0 <= start < end
     for (_, end), (next_start, _) in pairwise(stored):
