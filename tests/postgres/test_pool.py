@@ -139,3 +139,116 @@ async def test_connections_reopened_after_termination_are_warmed_too(
         finally:
             await scheduler.disconnect()
     assert seen == []
+
+
+# --- kept connections -----------------------------------------------------------------
+
+
+async def _admit_and_complete(scheduler: PostgresScheduler, name: str) -> None:
+    answer = await scheduler.admit(download(name, name))
+    assert isinstance(answer, Admitted), answer
+    await scheduler.report(answer.grant, Delivered(ByteRange(0, SIZE, RangeKind.FULL)))
+
+
+async def test_newcomers_and_their_records_run_on_kept_connections(
+    database_url: str, schema: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    scheduler = await PostgresScheduler.connect(
+        database_url, schema=schema, migrate=False, pool_size=4
+    )
+    try:
+        pool = scheduler._pool
+        assert pool is not None
+        await _admit_and_complete(scheduler, "warm")
+        kept = scheduler._kept
+        assert kept is not None
+        assert kept.held == 1  # the one connection that served both statements
+        calls: list[str] = []
+        original_acquire, original_release = asyncpg.Pool.acquire, asyncpg.Pool.release
+
+        def counting_acquire(self: asyncpg.Pool, *, timeout: float | None = None) -> Any:
+            calls.append("acquire")
+            return original_acquire(self, timeout=timeout)
+
+        async def counting_release(
+            self: asyncpg.Pool, connection: Any, *, timeout: float | None = None
+        ) -> None:
+            calls.append("release")
+            await original_release(self, connection, timeout=timeout)
+
+        monkeypatch.setattr(asyncpg.Pool, "acquire", counting_acquire)
+        monkeypatch.setattr(asyncpg.Pool, "release", counting_release)
+        for index in range(20):
+            await _admit_and_complete(scheduler, f"newcomer-{index}")
+        assert calls == []  # neither the pool's acquire nor its release ran
+        assert pool.get_idle_size() == pool.get_size() - kept.held
+
+        await kept.return_all()
+        assert kept.held == 0
+        assert pool.get_idle_size() == pool.get_size()
+    finally:
+        await scheduler.disconnect()
+
+
+async def test_a_kept_connection_is_returned_to_the_pool_unless_it_ended_cleanly(
+    pool: asyncpg.Pool,
+) -> None:
+    kept = _pool.KeptConnections(pool, 2, timeout=2.0)
+    async with kept.connection() as conn:
+        assert await conn.fetchval("SELECT 1") == 1
+    assert kept.held == 1  # kept aside for the next statement
+    async with kept.connection() as again:
+        assert again is conn  # a list pop, not the pool's acquire
+    with pytest.raises(asyncpg.DataError):
+        async with kept.connection() as conn:
+            await conn.fetchval("SELECT 1 / $1::int", "x")
+    assert kept.held == 0  # after an error the pool resets or reopens it
+    async with kept.connection() as conn:
+        await conn.execute("BEGIN")  # left open: not fit for the next statement
+    assert kept.held == 0  # back in the pool, which rolls it back
+    async with kept.connection() as conn:
+        assert not conn.is_in_transaction()
+    assert kept.held == 1
+    await kept.return_all()
+    kept.keep_again()
+    busy = [kept.connection() for _ in range(3)]
+    conns = [await context.__aenter__() for context in busy]
+    assert len({id(conn) for conn in conns}) == 3  # beyond the kept ones, the pool lends
+    for context in busy:
+        await context.__aexit__(None, None, None)
+    assert kept.held == 2  # at most ``size`` are kept
+    assert pool.get_idle_size() == pool.get_size() - 2
+    await kept.return_all()  # the pool closes only once every connection is back
+    assert pool.get_idle_size() == pool.get_size()
+
+
+async def test_a_kept_connection_whose_backend_was_terminated_is_replaced(
+    database_url: str, schema: str
+) -> None:
+    scheduler = await PostgresScheduler.connect(
+        database_url, schema=schema, migrate=False, pool_size=2
+    )
+    try:
+        await _admit_and_complete(scheduler, "warm")
+        kept = scheduler._kept
+        assert kept is not None and kept.held == 1
+        async with kept.connection() as conn:
+            pid = await conn.fetchval("SELECT pg_backend_pid()")
+        admin = await asyncpg.connect(database_url)
+        try:
+            assert await admin.fetchval("SELECT pg_terminate_backend($1)", pid)
+        finally:
+            await admin.close()
+        answers = []
+        for index in range(3):  # the dropped connection may cost one request a 503
+            answer = await scheduler.admit(download(f"after-{index}", f"after-{index}"))
+            answers.append(answer)
+            if isinstance(answer, Admitted):
+                break
+            assert isinstance(answer, Rejected), answer
+        assert isinstance(answers[-1], Admitted), answers
+        await scheduler.report(answers[-1].grant, Delivered(ByteRange(0, SIZE, RangeKind.FULL)))
+        async with kept.connection() as conn:
+            assert await conn.fetchval("SELECT pg_backend_pid()") != pid
+    finally:
+        await scheduler.disconnect()

@@ -84,7 +84,7 @@ from ._estimates import (
 from ._leader import QueueLeader
 from ._leases import Lease, LeaseCache
 from ._migrate import DEFAULT_SCHEMA, apply_migrations, validate_schema
-from ._pool import create_pool, open_all
+from ._pool import KeptConnections, create_pool, open_all
 from ._settings_store import SettingsStore, apply_stored
 from ._ticket_key import ensure_ticket_key, read_ticket_key
 
@@ -108,6 +108,8 @@ TICKET_KEY_RETRY_SECONDS = 30.0  # R-TICKET-4
 STORAGE_RETRY_AFTER = 2
 NEWCOMER_COUNT_CAP = 1024  # a newcomer's waiters-ahead count stops here
 UNRECORDED_LIMIT = 4096  # delivery records kept through an outage, then the oldest go
+ACQUIRE_TIMEOUT = 2.0  # seconds a request waits for a connection: longer is database trouble
+KEPT_CONNECTIONS = 4  # at most, and at most half the pool (KeptConnections)
 _SIZE_UNIT = 16 * 1024 * 1024
 
 
@@ -146,6 +148,7 @@ class PostgresScheduler(DownloadScheduler):
         request_timer: RequestTimer = wait_with_timeout,
     ) -> None:
         self._pool = pool
+        self._kept: KeptConnections | None = None
         self._dsn: str | None = None
         self._pool_size = 8
         self._prepared = False
@@ -298,7 +301,14 @@ class PostgresScheduler(DownloadScheduler):
         self._next_heartbeat = time.monotonic() + HEARTBEAT_SECONDS
         self._prepared = True
         if self._owns_pool:
-            await open_all(self._require_pool(), self._pool_size)
+            kept = self._kept
+            if kept is not None:
+                await kept.return_all()  # open_all holds every connection at once
+            try:
+                await open_all(self._require_pool(), self._pool_size)
+            finally:
+                if kept is not None:
+                    kept.keep_again()
 
     def _require_pool(self) -> asyncpg.Pool:
         if self._pool is None:
@@ -307,7 +317,17 @@ class PostgresScheduler(DownloadScheduler):
 
     def _acquire(self) -> Any:
         """A pooled connection; a slow pool is database trouble, not a hang."""
-        return self._require_pool().acquire(timeout=2.0)
+        return self._require_pool().acquire(timeout=ACQUIRE_TIMEOUT)
+
+    def _kept_connection(self) -> Any:
+        """A connection for the statements of every download (a newcomer's admission,
+        a range's record), kept out of the pool between them (``KeptConnections``)."""
+        kept = self._kept
+        if kept is None:
+            pool = self._require_pool()
+            size = min(KEPT_CONNECTIONS, pool.get_max_size() // 2)
+            kept = self._kept = KeptConnections(pool, size, timeout=ACQUIRE_TIMEOUT)
+        return kept.connection()
 
     @property
     def node_id(self) -> str:
@@ -372,7 +392,7 @@ class PostgresScheduler(DownloadScheduler):
         self, request: DownloadRequest, key: bytes, cls: DownloadClass, has_id: bool
     ) -> Decision:
         now = self._clock.wall()
-        async with self._acquire() as conn:
+        async with self._kept_connection() as conn:
             if self._closed:
                 row = await conn.fetchrow(sql.SESSION_WITH_LEASE, key)
                 if row is not None and row["state"] == _ACTIVE:
@@ -799,7 +819,7 @@ class PostgresScheduler(DownloadScheduler):
             sent = outcome.bytes_sent
         self._record_bytes(state, max(0, sent - state.progressed))
         try:
-            async with self._acquire() as conn:
+            async with self._kept_connection() as conn:
                 if counted is None:
                     await conn.execute(
                         sql.RECORD_INTERRUPTION, lease.key, lease.token, now, not lease.in_flight
@@ -1151,6 +1171,8 @@ class PostgresScheduler(DownloadScheduler):
                 await conn.execute(sql.RESIGN_LEADERSHIP, self._node)
                 await conn.execute(sql.LEAVE_FLEET, self._node)
         self._leader.step_down()
+        if self._kept is not None:
+            await self._kept.return_all()
         if self._owns_pool and self._pool is not None:
             await self._pool.close()
 
