@@ -79,7 +79,8 @@ BACKUP_GRACE_SECONDS = 1.5  # one poll period of the first marked waiters, plus 
 # Enum members read on the per-request and per-range paths, bound once here: on
 # Python 3.11 every ``Enum.MEMBER`` lookup goes through EnumType.__getattr__'s hook
 # (about 150 ns, twenty times a global's).
-_ACTIVE, _GONE = SessionState.ACTIVE, SessionState.GONE
+_WAITING, _ACTIVE = SessionState.WAITING, SessionState.ACTIVE
+_PAUSED, _GONE = SessionState.PAUSED, SessionState.GONE
 _SHARED = Strategy.SHARED
 _BOUNDED = RangeKind.BOUNDED
 _DOWNLOAD_ID = re.compile(r"[A-Za-z0-9._:~+/=-]+")
@@ -229,7 +230,7 @@ class SchedulerCore:
         byte_range = request.effective_range
         if session is None:
             return self._admit_new(request, key, cls, download_id is not None, byte_range, now)
-        if session.state is SessionState.ACTIVE:
+        if session.state is _ACTIVE:
             if session.yield_requested and session.has_id and not self._closed:
                 self._requeue_yielded(session, now)
                 return self._queued(session, now, newcomer=False)
@@ -238,7 +239,7 @@ class SchedulerCore:
             return self._admit_range(session, byte_range, now)
         if self._closed:
             return self._reject(RejectReason.SHUTTING_DOWN, SHUTDOWN_RETRY_SECONDS, cls)
-        if session.state is SessionState.PAUSED:
+        if session.state is _PAUSED:
             self._resume_paused(session, now)
             if self._may_start_without_queue(session):
                 self._activate(session, now)
@@ -582,7 +583,7 @@ class SchedulerCore:
     def _expire(self, now: float) -> int:
         expired = 0
         for session in list(self._deadlines.due(now)):
-            if session.state is SessionState.WAITING:
+            if session.state is _WAITING:
                 if session.no_show_at > now:
                     self._deadlines.schedule(session, session.no_show_at)
                     continue
@@ -590,7 +591,7 @@ class SchedulerCore:
                 self._forget(session)
                 self._counters.no_shows += 1
                 expired += 1
-            elif session.state is SessionState.PAUSED:
+            elif session.state is _PAUSED:
                 if session.paused_until > now:
                     self._deadlines.schedule(session, session.paused_until)
                     continue
@@ -617,13 +618,13 @@ class SchedulerCore:
     def _maybe_preempt(self, now: float) -> bool:
         """R-PREEMPT-1..3: at most one yield per tick, only for a head still without a slot."""
         settings = self._settings
-        if not settings.preempt or settings.strategy is Strategy.SHARED:
+        if not settings.preempt or settings.strategy is _SHARED:
             return False  # R-STRAT-3/4: under shared, active sessions are not interrupted
         if self._closed:
             return False  # R-RES-4: after close() active downloads are finished
         pending = self._pending_yield
         if pending is not None:
-            if pending.state is SessionState.ACTIVE and pending.yield_requested:
+            if pending.state is _ACTIVE and pending.yield_requested:
                 return False
             self._pending_yield = None
         head = self._first_eligible_waiter()
@@ -737,7 +738,7 @@ class SchedulerCore:
         head = session.blocked_by
         if head is None:
             return False
-        if head.state is SessionState.WAITING:
+        if head.state is _WAITING:
             return True
         session.blocked_by = None
         return False
@@ -765,7 +766,7 @@ class SchedulerCore:
         self._share_account(principal, -1)
         principal.waiting += 1
         self._share_account(principal, +1)
-        session.state = SessionState.WAITING
+        session.state = _WAITING
         session.queue_rank = session.base_class.rank
         session.waiting_since = now
         session.check_at = now + NEWCOMER_CHECK_SECONDS
@@ -794,7 +795,7 @@ class SchedulerCore:
         self._share_account(principal, -1)
         principal.active += 1
         self._share_account(principal, +1)
-        session.state = SessionState.ACTIVE
+        session.state = _ACTIVE
         session.slot_since = now
         session.last_activity = now
         session.blocked_by = None
@@ -835,7 +836,7 @@ class SchedulerCore:
     def _pause(self, session: Session, now: float) -> None:
         """R-SESS-9/10: free the slot but keep arrival and delivered ranges for 10 minutes."""
         self._release_slot(session)
-        session.state = SessionState.PAUSED
+        session.state = _PAUSED
         session.yield_requested = False
         session.paused_until = now + PAUSE_RETENTION_SECONDS
         self._by_class_paused[session.base_class.rank] += 1
@@ -855,21 +856,21 @@ class SchedulerCore:
         session.aging_since = now
         self._enqueue(session, now)
         session.blocked_by = head
-        if head is not None and head.state is SessionState.WAITING:
+        if head is not None and head.state is _WAITING:
             head.mark = self._mark_epoch
 
     def _complete(self, session: Session) -> None:
-        if session.state is SessionState.ACTIVE:
+        if session.state is _ACTIVE:
             self._release_slot(session)
-        elif session.state is SessionState.WAITING:
+        elif session.state is _WAITING:
             self._dequeue(session)
-        elif session.state is SessionState.PAUSED:
+        elif session.state is _PAUSED:
             self._by_class_paused[session.base_class.rank] -= 1
         self._forget(session)
         self._counters.completed += 1
 
     def _forget(self, session: Session) -> None:
-        session.state = SessionState.GONE
+        session.state = _GONE
         self._deadlines.cancel(session)
         del self._sessions[session.key]
         principal = session.principal
@@ -1008,7 +1009,7 @@ class SchedulerCore:
             for principal in self._principals.values()
             if principal.active < settings.per_principal
         )
-        stop = not settings.preempt or settings.strategy is Strategy.SHARED
+        stop = not settings.preempt or settings.strategy is _SHARED
         if stop and self._pending_yield is not None:
             self._pending_yield.yield_requested = False
             self._pending_yield.blocked_by = None
@@ -1043,7 +1044,7 @@ class SchedulerCore:
         settings = self._settings
         return SchedulerStats(
             strategy=settings.strategy.value,
-            admission="per-request" if settings.strategy is Strategy.SHARED else "session",
+            admission="per-request" if settings.strategy is _SHARED else "session",
             sessions_limit=settings.sessions,
             per_class=per_class,
             request_active=self._requests.active,
@@ -1069,15 +1070,15 @@ class SchedulerCore:
         """Structural checks for tests; O(n). Returns the violated invariants."""
         problems: list[str] = []
         states = [s.state for s in self._sessions.values()]
-        if states.count(SessionState.ACTIVE) != len(self._active):
+        if states.count(_ACTIVE) != len(self._active):
             problems.append("active index out of sync")
-        if states.count(SessionState.WAITING) != len(self._queue):
+        if states.count(_WAITING) != len(self._queue):
             problems.append("waiting index out of sync")
         if sum(self._by_class_waiting) != len(self._queue):
             problems.append("per-class waiting counters out of sync")
         if sum(self._by_class_active) != len(self._active):
             problems.append("per-class active counters out of sync")
-        if sum(self._by_class_paused) != states.count(SessionState.PAUSED):
+        if sum(self._by_class_paused) != states.count(_PAUSED):
             problems.append("per-class paused counters out of sync")
         interactive = sum(1 for s in self._active.values() if s.interactive)
         if interactive != self._active_interactive:
@@ -1090,9 +1091,9 @@ class SchedulerCore:
             owned = [s for s in self._sessions.values() if s.principal is principal]
             if len(owned) != principal.sessions:
                 problems.append(f"principal session count out of sync ({principal.sessions})")
-            if sum(s.state is SessionState.WAITING for s in owned) != principal.waiting:
+            if sum(s.state is _WAITING for s in owned) != principal.waiting:
                 problems.append("principal waiting count out of sync")
-            if sum(s.state is SessionState.ACTIVE for s in owned) != principal.active:
+            if sum(s.state is _ACTIVE for s in owned) != principal.active:
                 problems.append("principal active count out of sync")
         for session in self._sessions.values():
             if session.delivered is not None:
