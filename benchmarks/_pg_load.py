@@ -9,7 +9,7 @@ measured windows of the three processes coincide.
 A worker drives its newcomers in one of two ways. Closed loop: ``tasks`` asyncio tasks,
 each admitting a newcomer (and completing it when admitted) and then the next, so the
 load adapts to the answers and, at saturation, the latency is the queueing of those
-tasks. Open loop (``rate`` > 0): newcomers arrive at a fixed offered rate with
+tasks. Open loop (an arrival pipe from the parent): newcomers arrive at a fixed offered rate with
 exponentially distributed gaps from a seeded generator, each in a task of its own with
 no cap on how many are in flight, and each is timed from its scheduled arrival, so a
 stalled process or a slow database cannot hide latency by sending less. The arrivals
@@ -117,7 +117,6 @@ class LoadSpec:
     tasks: int  # closed loop: newcomers in flight; open loop: 1 (the warm-up's)
     workload_size: int  # core_bench.Workload(workload_size): its principals and requests
     run_number: int = 0  # runs sharing a schema get distinct download indices
-    rate: float = 0.0  # open loop: newcomers per second this process offers; 0 = closed
 
 
 @dataclass(slots=True)

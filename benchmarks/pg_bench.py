@@ -410,7 +410,6 @@ def run_processes(
                 1 if load.open else load.tasks,
                 WAITING,
                 run_number=run_number,
-                rate=load.rate / PROCESSES,
             )
             worker = context.Process(
                 target=run_worker, args=(spec, child, arrivals_out), daemon=True

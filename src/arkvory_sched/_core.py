@@ -76,9 +76,7 @@ TICKET_REUSE_SECONDS = 60.0
 KEY_CACHE_ENTRIES = 1024  # session keys remembered by admit_now (bounds its memory)
 _JITTER_LOW, _JITTER_HIGH = 0.9, 1.1
 BACKUP_GRACE_SECONDS = 1.5  # one poll period of the first marked waiters, plus jitter
-# Enum members read on the per-request and per-range paths, bound once here: on
-# Python 3.11 every ``Enum.MEMBER`` lookup goes through EnumType.__getattr__'s hook
-# (about 150 ns, twenty times a global's).
+# Enum members bound once (why: _model.py, next to RangeKind).
 _WAITING, _ACTIVE = SessionState.WAITING, SessionState.ACTIVE
 _PAUSED, _GONE = SessionState.PAUSED, SessionState.GONE
 _SHARED = Strategy.SHARED
@@ -219,7 +217,9 @@ class SchedulerCore:
         if uses_sessions or self._holds_slot(request.principal):
             # A small object hashes no key unless its principal holds a slot: only then
             # can the request belong to an active session (the key contains the principal).
-            key = session_key(
+            # Remembered: the fast path has just looked for the same key when it stepped
+            # aside, and a waiting client's next poll looks again.
+            key = self._known_key(
                 request.principal, request.object_id, download_id, request.client_address
             )
         if key is None or (not uses_sessions and key not in self._active):
@@ -328,11 +328,13 @@ class SchedulerCore:
     def _known_key(
         self, principal: str, object_id: str, download_id: str | None, address: str
     ) -> bytes:
-        """:func:`session_key`, remembered for the ranges that follow.
+        """:func:`session_key`, remembered for the requests that follow.
 
-        Every range of a session computes the same key, and hashing it is the largest
-        part of a further range's admission; on a server that streams the range right
-        after, it also runs with cold caches. The memory stays bounded: the cache is
+        Every range and every poll of a session asks for the same key (a request the
+        fast path steps aside for asks twice: there, then in :meth:`admit`), and
+        hashing it is the largest part of a further range's admission; on a server
+        that streams the range right after, it also runs with cold caches. The memory
+        stays bounded: the cache is
         emptied when it reaches :data:`KEY_CACHE_ENTRIES`.
         """
         parts = (principal, object_id, download_id, address)

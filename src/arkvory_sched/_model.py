@@ -50,9 +50,10 @@ class RangeKind(StrEnum):
     SUFFIX = "suffix"
 
 
-# Enum members read on the per-request and per-range paths, bound once here: on
-# Python 3.11 every ``Enum.MEMBER`` lookup goes through EnumType.__getattr__'s hook
-# (about 150 ns, twenty times a global's).
+# Enum members read on the per-request and per-range paths are bound to module constants
+# once, here and in the modules that use them: on Python 3.11 every ``Enum.MEMBER``
+# lookup goes through EnumType.__getattr__'s hook (about 150 ns, twenty times a
+# global's; ADR 0013).
 _FULL, _BOUNDED, _SUFFIX = RangeKind.FULL, RangeKind.BOUNDED, RangeKind.SUFFIX
 
 
