@@ -334,8 +334,7 @@ class SchedulerCore:
         fast path steps aside for asks twice: there, then in :meth:`admit`), and
         hashing it is the largest part of a further range's admission; on a server
         that streams the range right after, it also runs with cold caches. The memory
-        stays bounded: the cache is
-        emptied when it reaches :data:`KEY_CACHE_ENTRIES`.
+        stays bounded: the cache is emptied when it reaches :data:`KEY_CACHE_ENTRIES`.
         """
         parts = (principal, object_id, download_id, address)
         key = self._keys.get(parts)
