@@ -52,6 +52,8 @@ RANGE_BYTES: Final = 8 * MIB
 STARTUP_SECONDS: Final = 30.0
 STOP_GRACE_SECONDS: Final = 3.0
 SAMPLE_SECONDS: Final = 0.05
+#: How long one read of the slot table may take before the sampler reconnects.
+SAMPLE_TIMEOUT_SECONDS: Final = 2.0
 OBSERVER_APPLICATION: Final = "arkvory-fleet-observer"
 #: One tick of the scheduler (``BASE_TICK_SECONDS``): the reaper runs at most this late.
 TICK_SECONDS: Final = 0.5
@@ -412,7 +414,7 @@ FROM download_slot ORDER BY slot_no
 
 async def slot_rows(connection: asyncpg.Connection) -> tuple[float, list[SlotRow]]:
     """The database's clock and every slot row, read in one statement."""
-    records = await connection.fetch(SLOT_ROWS)
+    records = await connection.fetch(SLOT_ROWS, timeout=SAMPLE_TIMEOUT_SECONDS)
     db_now = records[0]["db_now"] if records else time.time()
     rows = [
         SlotRow(
@@ -434,7 +436,9 @@ class SlotSampler:
     two slots. Across samples: a fencing token is handed out once, so it always names
     the same session on the same slot — seeing one token with two sessions would be a
     double grant. The sampler runs on a connection of its own and reconnects after a
-    lost connection (a PostgreSQL restart), counting the gap.
+    lost connection (a PostgreSQL restart), counting the gap. Whatever a read raises
+    is counted by type and the read retried, so the sampler outlives any misbehaviour of
+    the database; a failure of the sampler itself is kept and raised in the test.
     """
 
     def __init__(self, schema: str, limit: int, interval: float = SAMPLE_SECONDS) -> None:
@@ -444,6 +448,9 @@ class SlotSampler:
         self.samples = 0
         self.max_active = 0
         self.active = -1  # in the last sample (-1: none yet)
+        self.sampled_at = 0.0  # time.monotonic() of the last sample
+        self.errors: Counter[str] = Counter()  # failed reads by exception type
+        self.failure: BaseException | None = None  # what stopped the sampler, if anything
         self.reconnects = 0
         self.longest_gap = 0.0
         self.violations: list[str] = []
@@ -455,7 +462,7 @@ class SlotSampler:
         active = len(held)
         self.max_active = max(self.max_active, active)
         self.active = active
-        now = time.monotonic()
+        now = self.sampled_at = time.monotonic()
         if active > self.limit:
             self.violations.append(f"{active} active slots, limit {self.limit}")
         keys = Counter(row.session_key for row in held)
@@ -483,7 +490,8 @@ class SlotSampler:
                         if self.samples:
                             self.reconnects += 1
                     _, rows = await slot_rows(connection)
-                except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError):
+                except Exception as error:  # any failed read is counted and retried
+                    self.errors[type(error).__name__] += 1
                     if connection is not None:
                         connection.terminate()
                         connection = None
@@ -512,7 +520,11 @@ class SlotSampler:
         stop = asyncio.Event()  # bound to ``loop`` when first awaited, in the thread
 
         async def main() -> None:
-            await self.run(stop)
+            try:
+                await self.run(stop)
+            except BaseException as error:
+                self.failure = error
+                raise
 
         thread = threading.Thread(
             target=loop.run_until_complete, args=(main(),), name="slot-sampler", daemon=True
@@ -524,6 +536,30 @@ class SlotSampler:
             loop.call_soon_threadsafe(stop.set)
             thread.join(10.0)
             loop.close()
+        if self.failure is not None:
+            raise AssertionError("the slot sampler stopped") from self.failure
+
+    def wait_until_empty(self, timeout: float) -> float:
+        """Wait for a sample taken after this call that shows no active slot.
+
+        Returns the seconds waited. A stale reading never passes: the sample must be
+        newer than the call, and a failure names the last reading, its age and the read
+        errors, so a sampler that stopped is told apart from slots that stayed held.
+        """
+        began = time.monotonic()
+        deadline = began + timeout
+        while not (self.sampled_at > began and self.active == 0):
+            if self.failure is not None:
+                raise AssertionError("the slot sampler stopped") from self.failure
+            now = time.monotonic()
+            if now >= deadline:
+                pytest.fail(
+                    f"slots still held after {timeout:g} s: {self.active} active in the last "
+                    f"sample, taken {now - self.sampled_at:.2f} s ago; read errors "
+                    f"{dict(self.errors) or 0}"
+                )
+            time.sleep(self.interval)
+        return time.monotonic() - began
 
 
 # --- clients ------------------------------------------------------------------------------
