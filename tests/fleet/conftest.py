@@ -43,6 +43,7 @@ import httpx
 import pytest
 
 from arkvory_sched._session import session_key
+from arkvory_sched.postgres._scheduler import DATABASE_ERRORS
 from tests.integration.conftest import free_port, wait_ready, write_pattern_file
 from tests.pg import database_url, drop_schema, new_schema, require_database
 
@@ -85,6 +86,10 @@ async def observe(schema: str | None = None) -> asyncpg.Connection:
     return await asyncpg.connect(database_url(), timeout=3.0, server_settings=settings)
 
 
+#: What a connection or query raises while PostgreSQL is down, starting or restarting.
+NOT_ANSWERING: Final[tuple[type[BaseException], ...]] = (OSError, TimeoutError, *DATABASE_ERRORS)
+
+
 def postgres_answers(timeout: float = 2.0) -> bool:
     """Whether the test database accepts a connection and a query right now."""
 
@@ -97,7 +102,7 @@ def postgres_answers(timeout: float = 2.0) -> bool:
 
     try:
         asyncio.run(asyncio.wait_for(probe(), timeout + 1.0))
-    except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError):
+    except NOT_ANSWERING:
         return False
     return True
 
