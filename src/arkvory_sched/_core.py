@@ -100,7 +100,6 @@ class GrantState:
     last_progress: float
     progressed: int = 0
     download_class: DownloadClass = DownloadClass.RELEASE
-    sets_start: bool = False
     ticket: str | None = None  # handed out with a range of admit_now
 
 
@@ -426,7 +425,6 @@ class SchedulerCore:
             now,
             now,
             download_class=session.base_class,
-            sets_start=_sets_start(session, byte_range),
         )
         self._grants[token] = state
         self._counters.admitted += 1
@@ -502,15 +500,17 @@ class SchedulerCore:
             session.interrupted = True
         session.last_activity = now
         if counted is not None:
-            if session.delivered is None:
-                session.delivered = DeliveredRanges()
-            session.delivered.add(counted.start, counted.end)
-            if state.sets_start:
-                # The start counts once its range arrived: a dropped first request must
-                # not pin the start below where a resuming client continues (R-SESS-8).
+            # Judged when the range arrives, after the ranges before it: a dropped first
+            # request must not pin the start below where a resuming client continues,
+            # and a read walking back from the tail may be admitted before the read it
+            # follows is reported (R-SESS-8).
+            if _sets_start(session, state.byte_range):
                 known = session.start_offset
                 offset = counted.start
                 session.start_offset = offset if known is None else min(known, offset)
+            if session.delivered is None:
+                session.delivered = DeliveredRanges()
+            session.delivered.add(counted.start, counted.end)
         if session.state is not _GONE and session.is_complete():
             self._complete(session)
         return []

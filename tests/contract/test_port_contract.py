@@ -312,6 +312,35 @@ async def test_idle_session_releases_its_slot_on_tick(
     await scheduler.report(newcomer.grant, Interrupted())
 
 
+async def test_a_read_walking_back_from_the_tail_is_judged_when_it_arrives(
+    make_scheduler: MakeScheduler,
+) -> None:
+    """A ZIP reader reads the end record, then the bytes just before it (R-SESS-8).
+
+    A server reports a response when the application returns, which may be after the
+    client has its last byte and has sent the next request (a file closed in a worker
+    thread): the second read is admitted before the first is reported. Whether a range
+    tells where the download started is decided when it arrives, after the ranges
+    before it, so the tail reads do not complete the session between them.
+    """
+    scheduler = await make_scheduler(contract_settings(sessions=1, ranges_per_session=2))
+    end_record = await admitted(
+        scheduler, big(byte_range=ByteRange(BIG - 22, BIG, RangeKind.BOUNDED))
+    )
+    locator = await admitted(
+        scheduler, big(byte_range=ByteRange(BIG - 42, BIG - 22, RangeKind.BOUNDED))
+    )
+    await deliver(scheduler, end_record)
+    await deliver(scheduler, locator)
+    stats = await scheduler.stats()
+    assert (stats.active, stats.completed_total) == (1, 0), "the tail reads completed it"
+    # The reader goes on with the first member: the session completes at the end.
+    for index in range(5):
+        await deliver(scheduler, await admitted(scheduler, big(byte_range=chunk(index))))
+    stats = await scheduler.stats()
+    assert (stats.active, stats.completed_total) == (0, 1)
+
+
 async def test_tail_only_session_holds_its_slot_briefly(
     make_scheduler: MakeScheduler, clock: FakeClock
 ) -> None:
