@@ -32,8 +32,8 @@ import os
 import random
 import struct
 import time
-from collections import Counter
-from collections.abc import Iterable
+from collections import Counter, deque
+from collections.abc import Callable, Coroutine, Iterable
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from typing import Any
@@ -85,6 +85,7 @@ PER_PROCESS = 10_000_000  # download indices per worker process
 PER_TASK = 1_000_000  # download indices per task of a worker
 FIRST_WORKER_SLOT = 10  # index slots 0-9 are the parent's (slot holders, traces)
 SLOTS_PER_RUN = 4  # worker processes per run, at most
+OPEN_CLAIM_ROWS = 64  # the floor's open loop: session rows per process (≥ its most in flight)
 DRAIN_SECONDS = 15.0  # open loop: how long newcomers may still finish after the window
 ARRIVAL = struct.Struct("=d")  # one arrival on the pipe: its scheduled time (monotonic)
 
@@ -156,7 +157,7 @@ def run_worker(spec: LoadSpec, pipe: Connection, arrivals: Connection | None = N
 async def _worker(spec: LoadSpec, pipe: Connection, arrivals: Connection | None) -> LoadResult:
     result = LoadResult(spec.process)
     if spec.kind == CLAIM:
-        return await _claim_worker(spec, pipe, result)
+        return await _claim_worker(spec, pipe, result, arrivals)
     scheduler = await PostgresScheduler.connect(
         spec.dsn,
         schema=spec.schema,
@@ -181,8 +182,14 @@ async def _worker(spec: LoadSpec, pipe: Connection, arrivals: Connection | None)
         start, end = await _handshake(pipe)
         marker = asyncio.create_task(_cpu_at(start))
         if arrivals is not None:
+
+            def launch(scheduled: float) -> Coroutine[Any, Any, None]:
+                request = workload.request(counters[0])
+                counters[0] += 1
+                return _open_arrival(scheduler, request, scheduled, (start, end), result)
+
             closing = asyncio.create_task(_cpu_at(end))
-            await _open_loop(scheduler, workload, counters, arrivals, (start, end), result)
+            await _open_loop(launch, arrivals, (start, end), result)
             result.cpu_seconds = await closing - await marker
         else:
             await asyncio.gather(
@@ -331,14 +338,13 @@ def send_arrivals(schedules: list[list[float]], pipes: list[Connection]) -> None
 
 
 async def _open_loop(
-    scheduler: PostgresScheduler,
-    workload: Workload,
-    counters: list[int],
+    launch: Callable[[float], Coroutine[Any, Any, None]],
     arrivals: Connection,
     window: tuple[float, float],
     result: LoadResult,
 ) -> None:
-    """Start a newcomer for each arrival the parent writes, until it closes the pipe.
+    """Start ``launch(scheduled)`` for each arrival the parent writes, until it closes
+    the pipe.
 
     The arrival times are fixed in advance by the seeded exponential gaps, not by the
     answers: when the process falls behind, the overdue newcomers start as soon as its
@@ -364,12 +370,8 @@ async def _open_loop(
         unread.extend(data)
         whole = len(unread) - len(unread) % ARRIVAL.size
         for (scheduled,) in ARRIVAL.iter_unpack(bytes(unread[:whole])):
-            request = workload.request(counters[0])
-            counters[0] += 1
             result.offered += start <= scheduled
-            task = asyncio.create_task(
-                _open_arrival(scheduler, request, scheduled, (start, end), result)
-            )
+            task = asyncio.create_task(launch(scheduled))
             pending.add(task)
             task.add_done_callback(pending.discard)
         del unread[:whole]
@@ -434,42 +436,55 @@ async def _open_arrival(
 
 
 # ====================================================================== the bare claim
-async def _claim_worker(spec: LoadSpec, pipe: Connection, result: LoadResult) -> LoadResult:
-    """The floor: ``CLAIM_SLOT`` then ``RELEASE_SLOT`` on a session row of each task's
-    own, each statement in autocommit, on a plain asyncpg pool."""
-    pool = await asyncpg.create_pool(
-        spec.dsn,
-        min_size=spec.tasks,
-        max_size=spec.tasks,
-        server_settings={"search_path": spec.schema},
-    )
+async def _claim_worker(
+    spec: LoadSpec, pipe: Connection, result: LoadResult, arrivals: Connection | None
+) -> LoadResult:
+    """The floor: ``CLAIM_SLOT`` then ``RELEASE_SLOT`` on a session row of its own, each
+    statement in autocommit, on connections taken from a queue (no pool: asyncpg's
+    costs more CPU than the two statements on Python 3.11, see ADR 0012).
+
+    Closed loop: one session row and one connection per task. Open loop: the arrivals
+    the parent writes, each on a session row taken from a free list (a row claims one
+    slot at a time), on as many connections as the scheduler's pool.
+    """
+    size = POOL_SIZE if arrivals is not None else spec.tasks
+    opened: list[asyncpg.Connection] = []
+    idle: asyncio.Queue[asyncpg.Connection] = asyncio.Queue()
     try:
+        for _ in range(size):
+            opened.append(
+                await asyncpg.connect(spec.dsn, server_settings={"search_path": spec.schema})
+            )
+            idle.put_nowait(opened[-1])
         slot = worker_slot(spec.process, spec.run_number)
-        keys = [index_base(CLAIM, slot, task).to_bytes(16, "big") for task in range(spec.tasks)]
-        async with pool.acquire() as conn:
-            await conn.execute(sql.ENSURE_SLOTS, spec.settings.sessions)
-            now = time.time()
-            for key in keys:
-                await conn.execute(
-                    sql.INSERT_SESSION,
-                    key,
-                    f"claim-{spec.process}",
-                    1,
-                    True,
-                    1 << 30,
-                    now,
-                    int(now * 1000),
-                    1.0,
-                    now,
-                    None,
-                    now,
-                    now + 3600,
-                )
+        rows = OPEN_CLAIM_ROWS if arrivals is not None else spec.tasks
+        first = index_base(CLAIM, slot, 0)
+        keys = [(first + row).to_bytes(16, "big") for row in range(rows)]
+        setup = opened[0]
+        await setup.execute(sql.ENSURE_SLOTS, spec.settings.sessions)
+        now = time.time()
+        for key in keys:
+            await setup.execute(
+                sql.INSERT_SESSION,
+                key,
+                f"claim-{spec.process}",
+                1,
+                True,
+                1 << 30,
+                now,
+                int(now * 1000),
+                1.0,
+                now,
+                None,
+                now,
+                now + 3600,
+            )
         node = f"bench-claim-{os.getpid()}"
 
-        async def cycle(key: bytes, measured: bool) -> None:
-            async with pool.acquire() as conn:
-                started = time.perf_counter()
+        async def claim_and_release(key: bytes) -> tuple[str, float, float]:
+            """The answer and the moments (monotonic) of the claim and the release."""
+            conn = await idle.get()
+            try:
                 row = await conn.fetchrow(
                     sql.CLAIM_SLOT,
                     key,
@@ -480,21 +495,54 @@ async def _claim_worker(spec: LoadSpec, pipe: Connection, result: LoadResult) ->
                     10.0,
                     time.time(),
                 )
-                claimed = time.perf_counter()
+                claimed = time.monotonic()
                 if row is None:
-                    result.answers["no free slot"] += measured
-                    return
+                    return "no free slot", claimed, claimed
                 await conn.execute(sql.RELEASE_SLOT, row["slot_no"], row["lease_token"], key)
-                released = time.perf_counter()
+                return "claimed", claimed, time.monotonic()
+            finally:
+                idle.put_nowait(conn)
+
+        async def cycle(key: bytes, measured: bool) -> None:
+            started = time.monotonic()
+            answer, claimed, released = await claim_and_release(key)
             if measured:
-                result.answers["claimed"] += 1
-                result.admit_ms.append(1000 * (claimed - started))
-                result.report_ms.append(1000 * (released - claimed))
+                result.answers[answer] += 1
+                if answer == "claimed":
+                    result.admit_ms.append(1000 * (claimed - started))
+                    result.report_ms.append(1000 * (released - claimed))
 
         for _ in range(WARM_ADMISSIONS):
             await asyncio.gather(*(cycle(key, False) for key in keys))
         start, end = await _handshake(pipe)
         marker = asyncio.create_task(_cpu_at(start))
+        if arrivals is not None:
+            free = deque(keys)
+
+            async def arrival(scheduled: float) -> None:
+                launched = time.monotonic()
+                measured = scheduled >= start
+                if not free:
+                    result.answers["no free session row"] += measured
+                    return
+                key = free.popleft()
+                try:
+                    answer, claimed, released = await claim_and_release(key)
+                finally:
+                    free.append(key)
+                result.spans.append((scheduled, claimed))
+                result.completed += start <= claimed < end
+                if measured:
+                    result.answers[answer] += 1
+                    result.admit_ms.append(1000 * (claimed - scheduled))
+                    result.lag_ms.append(1000 * (launched - scheduled))
+                    result.report_ms.append(1000 * (released - claimed))
+
+            closing = asyncio.create_task(_cpu_at(end))
+            await _open_loop(arrival, arrivals, (start, end), result)
+            result.cpu_seconds = await closing - await marker
+            result.window = end - start
+            return result
 
         async def loop(key: bytes) -> None:
             while (now := time.monotonic()) < end:
@@ -504,7 +552,8 @@ async def _claim_worker(spec: LoadSpec, pipe: Connection, result: LoadResult) ->
         result.cpu_seconds = time.process_time() - await marker
         result.window = end - start
     finally:
-        await pool.close()
+        for connection in opened:
+            await connection.close()
     return result
 
 

@@ -430,8 +430,11 @@ def run_processes(
             pipe.send(("go", go, start, end))
         arrivals = None
         if load.open:
+            # The floor replays the draw of the newcomers on an empty queue, so that both
+            # meet the same bursts.
+            draw = ADMITTED if kind == CLAIM else kind
             schedules = [
-                arrival_schedule(seed, kind, process, load.rate / PROCESSES, go, end)
+                arrival_schedule(seed, draw, process, load.rate / PROCESSES, go, end)
                 for process in range(PROCESSES)
             ]
             arrivals = threading.Thread(
@@ -985,6 +988,7 @@ def _answers(answers: Counter[str]) -> str:
 
 
 _ADMISSION_WORKLOADS = ("newcomer on an empty queue", "newcomer behind the queue")
+CLAIM_LABEL = "bare `CLAIM_SLOT` + `RELEASE_SLOT`"
 _EXPECTED_ANSWERS = {_ADMISSION_WORKLOADS[0]: "admitted", _ADMISSION_WORKLOADS[1]: "queued"}
 
 
@@ -1235,9 +1239,7 @@ def render(run: Run, argv: Sequence[str], wall: float, loads: tuple[str, str]) -
     now = datetime.datetime.now(datetime.UTC)
     command = shlex.join(["python", "-m", "benchmarks.pg_bench", *argv])
     settings = run.server_settings
-    claim = next(
-        (a for a in run.admissions if a.label == "bare `CLAIM_SLOT` + `RELEASE_SLOT`"), None
-    )
+    claim = next((a for a in _postgres(run, CLAIM_LABEL, open_loop=False)), None)
     queued = [
         a
         for a in run.admissions
@@ -1289,7 +1291,11 @@ def render(run: Run, argv: Sequence[str], wall: float, loads: tuple[str, str]) -
             f"(the {ADMIT_SESSIONS} slots all held by newcomers admitted and still waiting "
             "for their `report`, as when the rate is not kept or a process stalls) is "
             "queued, and since the benchmark's newcomers never come back, every later one "
-            "queues behind it: answers other than admitted mean the queue did not stay empty.",
+            "queues behind it: answers other than admitted mean the queue did not stay empty. "
+            "The floor (the bare `CLAIM_SLOT` statement, then `RELEASE_SLOT`, from the same "
+            "three processes on connections of their own) replays the arrivals of the "
+            "newcomers on an empty queue: what the machine, the harness and one claim "
+            "take of the latency at that rate.",
             "",
         ]
     lines += [
@@ -1492,12 +1498,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         run.ticks["in memory"] = memory_tick
         run.admissions.append(memory_queued)
     with phase(run, "bare claim"), throwaway_schema(dsn, "claim") as schema:
-        label = "bare `CLAIM_SLOT` + `RELEASE_SLOT`"
+        label = CLAIM_LABEL
         settings = settings_for(ADMIT_SESSIONS)
         claim = postgres_admissions(
             label, CLAIM, dsn, schema, settings, Load(tasks=max(levels)), duration
         )
         run.admissions.append(claim)
+        for run_number, rate in enumerate(rates, start=1):
+            run.admissions.append(
+                postgres_admissions(
+                    label,
+                    CLAIM,
+                    dsn,
+                    schema,
+                    settings,
+                    Load(rate=rate),
+                    duration,
+                    seed=seed,
+                    run_number=run_number,
+                )
+            )
     for load in loads:
         with (
             phase(run, f"newcomers on an empty queue, {load.phase}"),
