@@ -121,6 +121,7 @@ QUICK_MEMORY_NEWCOMERS: Final = 5_000
 RANGES_IN_FLIGHT: Final = 16  # pattern A: ranges admitted back to back (ranges_per_session)
 RANGE_BATCHES: Final = 100
 RANGE_PAIRS: Final = 1_000  # pattern B: admit + report, one range at a time
+RANGE_ROUNDS: Final = 5  # the range patterns alternate between the schedulers this often
 QUICK_RANGE_BATCHES: Final = 30
 QUICK_RANGE_PAIRS: Final = 300
 RANGE_BYTES: Final = 1 * MIB
@@ -718,44 +719,52 @@ def range_requests(count: int) -> list[DownloadRequest]:
 
 
 async def measure_ranges(
-    label: str,
-    scheduler: DownloadScheduler,
+    lanes: Sequence[tuple[DownloadScheduler, RangeResult]],
     side: asyncpg.Connection,
     batches: int,
     pairs: int,
     after_activation: Callable[[], contextlib.AbstractContextManager[object]] = (
         contextlib.nullcontext
     ),
-) -> RangeResult:
-    """Range admission of an active session, in two patterns (see the README).
+) -> None:
+    """Range admission of an active session, in two patterns (see the README), for
+    several schedulers side by side.
 
-    The first range makes the session active. The tick loop runs beside the
-    measurement every 0.5 s, as in a server (for PostgreSQL it renews the lease, which
-    keeps it trusted). ``side`` is a connection for the equal round trip of pattern B;
-    everything after the activation runs inside ``after_activation()``.
+    Each scheduler's first range makes its session active. Their tick loops run beside
+    the measurement every 0.5 s, as in a server (for PostgreSQL it renews the lease,
+    which keeps it trusted). The patterns run in ``RANGE_ROUNDS`` rounds, each scheduler
+    in turn within a round, so that a slow spell of the shared machine falls on all of
+    them rather than on whichever was measured then. ``side`` is a connection for the
+    equal round trip of pattern B; everything after the activations runs inside
+    ``after_activation()``.
     """
-    result = RangeResult(label)
-    requests = iter(range_requests(1 + (batches + 1) * RANGES_IN_FLIGHT + pairs + 100))
-    first_request = next(requests)
-    first = await scheduler.admit(first_request)
-    assert isinstance(first, Admitted), first
-    await scheduler.report(first.grant, Delivered(first_request.byte_range))
+    per_round = (max(1, batches // RANGE_ROUNDS), max(1, pairs // RANGE_ROUNDS))
+    count = 1 + RANGE_ROUNDS * ((per_round[0] + 1) * RANGES_IN_FLIGHT + per_round[1] + 100)
+    streams = []
+    for scheduler, _ in lanes:
+        requests = iter(range_requests(count))
+        first_request = next(requests)
+        first = await scheduler.admit(first_request)
+        assert isinstance(first, Admitted), first
+        await scheduler.report(first.grant, Delivered(first_request.byte_range))
+        streams.append(requests)
     stop = asyncio.Event()
 
-    async def tick_loop() -> None:
+    async def tick_loop(scheduler: DownloadScheduler) -> None:
         while not stop.is_set():
             await scheduler.tick()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), TICK_INTERVAL_S)
 
-    ticker = asyncio.create_task(tick_loop())
+    tickers = [asyncio.create_task(tick_loop(scheduler)) for scheduler, _ in lanes]
     try:
         with after_activation():
-            await _range_patterns(scheduler, side, requests, batches, pairs, result)
+            for _ in range(RANGE_ROUNDS):
+                for (scheduler, result), requests in zip(lanes, streams, strict=True):
+                    await _range_patterns(scheduler, side, requests, *per_round, result)
     finally:
         stop.set()
-        await ticker
-    return result
+        await asyncio.gather(*tickers)
 
 
 async def _range_patterns(
@@ -799,29 +808,25 @@ def range_settings() -> SchedulerSettings:
     return settings_for(TICK_SESSIONS).with_changes(ranges_per_session=RANGES_IN_FLIGHT)
 
 
-async def memory_ranges(dsn: str, batches: int, pairs: int) -> RangeResult:
-    scheduler = InMemoryDownloadScheduler(range_settings(), ticket_keys=[generate_key()])
-    side = await asyncpg.connect(dsn)
-    try:
-        return await measure_ranges("in memory", scheduler, side, batches, pairs)
-    finally:
-        await side.close()
-
-
-async def postgres_ranges(dsn: str, schema: str, batches: int, pairs: int) -> RangeResult:
-    scheduler = await PostgresScheduler.connect(
+async def side_by_side_ranges(
+    dsn: str, schema: str, batches: int, pairs: int
+) -> tuple[RangeResult, RangeResult]:
+    """Range admission in memory and on PostgreSQL, measured in alternating rounds."""
+    memory = InMemoryDownloadScheduler(range_settings(), ticket_keys=[generate_key()])
+    postgres = await PostgresScheduler.connect(
         dsn, schema=schema, settings=range_settings(), node_id="bench-ranges"
     )
     side = await asyncpg.connect(dsn)
+    in_memory, on_postgres = RangeResult("in memory"), RangeResult("PostgreSQL")
     trace = StatementTrace()
     trace.install()
     statements = Breakdown()
     try:
         # An admit that finds no trusted lease asks the database (ADMIT_SESSION, or
-        # SESSION_WITH_LEASE while closing); the tick loop never sends either.
-        result = await measure_ranges(
-            "PostgreSQL",
-            scheduler,
+        # SESSION_WITH_LEASE while closing); neither tick loop nor the in-memory
+        # scheduler sends either.
+        await measure_ranges(
+            [(memory, in_memory), (postgres, on_postgres)],
             side,
             batches,
             pairs,
@@ -830,13 +835,13 @@ async def postgres_ranges(dsn: str, schema: str, batches: int, pairs: int) -> Ra
     finally:
         trace.uninstall()
         await side.close()
-        await scheduler.disconnect()
-    result.database_admits = sum(
+        await postgres.disconnect()
+    on_postgres.database_admits = sum(
         count
         for name, count in statements.count.items()
         if name in ("ADMIT_SESSION", "SESSION_WITH_LEASE")
     )
-    return result
+    return in_memory, on_postgres
 
 
 # ====================================================================== tick
@@ -1493,7 +1498,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     with phase(run, "in memory"):
         run.admissions.append(run_async(memory_admissions(newcomers)))
-        run.ranges["in memory"] = run_async(memory_ranges(dsn, batches, pairs))
         memory_tick, memory_queued = run_async(memory_queue(ticks, newcomers))
         run.ticks["in memory"] = memory_tick
         run.admissions.append(memory_queued)
@@ -1536,7 +1540,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 )
             )
     with phase(run, "range admission"), throwaway_schema(dsn, "ranges") as schema:
-        run.ranges["PostgreSQL"] = run_async(postgres_ranges(dsn, schema, batches, pairs))
+        run.ranges["in memory"], run.ranges["PostgreSQL"] = run_async(
+            side_by_side_ranges(dsn, schema, batches, pairs)
+        )
     with phase(run, "traced admission"), throwaway_schema(dsn, "trace") as schema:
         run.traces["admitted"], run.traces["completed"] = run_async(trace_admitted(dsn, schema))
     with throwaway_schema(dsn, "queue") as schema:

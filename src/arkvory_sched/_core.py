@@ -49,6 +49,7 @@ from ._session import (
     MAX_DOWNLOAD_ID_LENGTH,
     PrincipalRecord,
     Session,
+    SessionKeys,
     SessionState,
     session_key,
 )
@@ -73,7 +74,6 @@ ESTIMATE_MIN_SPREAD_SECONDS = 2.0  # … and never narrower than ±2 s
 FALLBACK_RATE = 100 * 1024 * 1024  # bytes/s assumed before anything was measured
 MARK_SCAN_SLACK = 4096
 TICKET_REUSE_SECONDS = 60.0
-KEY_CACHE_ENTRIES = 1024  # session keys remembered by admit_now (bounds its memory)
 _JITTER_LOW, _JITTER_HIGH = 0.9, 1.1
 BACKUP_GRACE_SECONDS = 1.5  # one poll period of the first marked waiters, plus jitter
 # Enum members bound once (why: _model.py, next to RangeKind).
@@ -145,7 +145,7 @@ class SchedulerCore:
         self._signer = signer
         self._queue = FairQueue(settings.strategy, settings.weights, settings.aging_minutes * 60)
         self._sessions: dict[bytes, Session] = {}
-        self._keys: dict[tuple[str, str, str | None, str], bytes] = {}  # see _known_key
+        self._keys = SessionKeys()
         self._principals: dict[str, PrincipalRecord] = {}
         self._active: dict[bytes, Session] = {}
         self._active_interactive = 0
@@ -218,7 +218,7 @@ class SchedulerCore:
             # can the request belong to an active session (the key contains the principal).
             # Remembered: the fast path has just looked for the same key when it stepped
             # aside, and a waiting client's next poll looks again.
-            key = self._known_key(
+            key = self._keys.key(
                 request.principal, request.object_id, download_id, request.client_address
             )
         if key is None or (not uses_sessions and key not in self._active):
@@ -298,7 +298,7 @@ class SchedulerCore:
             base_class = default_class(principal_kind)
         if self._uses_sessions(object_size):
             session = self._sessions.get(
-                self._known_key(principal, object_id, download_id, client_address)
+                self._keys.key(principal, object_id, download_id, client_address)
             )
             if session is None:
                 return None  # admit validates the request and decides
@@ -323,25 +323,6 @@ class SchedulerCore:
         self._grants[token] = state
         self._counters.admitted += 1
         return state
-
-    def _known_key(
-        self, principal: str, object_id: str, download_id: str | None, address: str
-    ) -> bytes:
-        """:func:`session_key`, remembered for the requests that follow.
-
-        Every range and every poll of a session asks for the same key (a request the
-        fast path steps aside for asks twice: there, then in :meth:`admit`), and
-        hashing it is the largest part of a further range's admission; on a server
-        that streams the range right after, it also runs with cold caches. The memory
-        stays bounded: the cache is emptied when it reaches :data:`KEY_CACHE_ENTRIES`.
-        """
-        parts = (principal, object_id, download_id, address)
-        key = self._keys.get(parts)
-        if key is None:
-            if len(self._keys) >= KEY_CACHE_ENTRIES:
-                self._keys.clear()
-            key = self._keys[parts] = session_key(principal, object_id, download_id, address)
-        return key
 
     def _further_range_now(
         self, session: Session, object_size: int, byte_range: ByteRange | None

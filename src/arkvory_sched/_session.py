@@ -13,9 +13,17 @@ from enum import IntEnum
 from ._classes import DownloadClass
 from ._intervals import DeliveredRanges
 
-__all__ = ["PrincipalRecord", "Session", "SessionState", "session_key"]
+__all__ = [
+    "KEY_CACHE_ENTRIES",
+    "PrincipalRecord",
+    "Session",
+    "SessionKeys",
+    "SessionState",
+    "session_key",
+]
 
 MAX_DOWNLOAD_ID_LENGTH = 128
+KEY_CACHE_ENTRIES = 1024  # session keys a SessionKeys remembers (bounds its memory)
 
 
 class SessionState(IntEnum):
@@ -53,6 +61,33 @@ def session_key(principal: str, object_id: str, download_id: str | None, address
         ),
         digest_size=16,
     ).digest()
+
+
+class SessionKeys:
+    """:func:`session_key`, remembered for the requests that follow.
+
+    Every range and every poll of a session asks for the same key, and hashing it is
+    the largest part of a further range's admission; on a server that streams the range
+    right after, it also runs with cold caches. The memory stays bounded: the cache is
+    emptied when it reaches :data:`KEY_CACHE_ENTRIES`.
+    """
+
+    __slots__ = ("_known",)
+
+    def __init__(self) -> None:
+        self._known: dict[tuple[str, str, str | None, str], bytes] = {}
+
+    def __len__(self) -> int:
+        return len(self._known)
+
+    def key(self, principal: str, object_id: str, download_id: str | None, address: str) -> bytes:
+        parts = (principal, object_id, download_id, address)
+        key = self._known.get(parts)
+        if key is None:
+            if len(self._known) >= KEY_CACHE_ENTRIES:
+                self._known.clear()
+            key = self._known[parts] = session_key(principal, object_id, download_id, address)
+        return key
 
 
 class PrincipalRecord:

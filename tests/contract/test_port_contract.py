@@ -792,6 +792,24 @@ async def test_unknown_download_class_is_invalid(
     assert (stats.active, stats.waiting, stats.request_active) == (0, 0, 0)
 
 
+@pytest.mark.parametrize("value", ["gold", "", "urgent!"])
+async def test_unknown_download_class_is_invalid_on_a_further_range(
+    make_scheduler: MakeScheduler, value: str
+) -> None:
+    """A range of a session that holds its slot (admitted without a round trip on
+    PostgreSQL) checks the requested class as a newcomer does, and keeps its slot."""
+    scheduler = await make_scheduler(contract_settings(sessions=1))
+    first = await admitted(scheduler, big(byte_range=chunk(0)))
+    await deliver(scheduler, first)
+    with pytest.raises(InvalidRequestError) as raised:
+        await scheduler.admit(big(byte_range=chunk(1), requested_class=value))
+    assert raised.value.field == "download_class"
+    further = await admitted(scheduler, big(byte_range=chunk(1), requested_class="bulk"))
+    assert further.admission == "session"
+    await deliver(scheduler, further)
+    assert (await scheduler.stats()).active == 1
+
+
 @pytest.mark.parametrize("value", ["", "has space", "x" * 1000, "line\nbreak", "naïve"])
 @pytest.mark.parametrize("size", ["big", "small"])
 async def test_malformed_download_id_is_invalid(
