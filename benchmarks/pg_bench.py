@@ -1244,7 +1244,7 @@ def render(run: Run, argv: Sequence[str], wall: float, loads: tuple[str, str]) -
     now = datetime.datetime.now(datetime.UTC)
     command = shlex.join(["python", "-m", "benchmarks.pg_bench", *argv])
     settings = run.server_settings
-    claim = next((a for a in _postgres(run, CLAIM_LABEL, open_loop=False)), None)
+    claim = next(iter(_postgres(run, CLAIM_LABEL, open_loop=False)), None)
     queued = [
         a
         for a in run.admissions

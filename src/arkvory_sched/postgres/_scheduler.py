@@ -354,16 +354,18 @@ class PostgresScheduler(DownloadScheduler):
 
     # ------------------------------------------------------------------ admission
     async def admit(self, request: DownloadRequest) -> Decision:
-        if len(self._leases):
-            # A further range of a session this process holds a trusted lease of: no
-            # round trip, and as little work as the in-memory fast path (ADR 0013).
-            # The lease was created for a validated id, and the key covers the id, so
-            # only a requested class is left to check (unknown → 400, as below).
+        key: bytes | None = None
+        if len(self._leases):  # without a lease here, no request needs its key yet
             key = self._keys.key(
                 request.principal, request.object_id, request.download_id, request.client_address
             )
             lease = self._leases.trusted(key)
             if lease is not None and not (lease.yield_requested and not self._closed):
+                # A further range of a session this process holds a trusted lease of (or,
+                # R-STRAT-4, an active session's request after a switch to shared): no
+                # round trip, and as little work as the in-memory fast path (ADR 0013).
+                # The lease was created for a validated id, and the key covers the id,
+                # so only a requested class is left to check (unknown → 400, as below).
                 if request.requested_class is not None:
                     applied_class(
                         request.base_class or default_class(request.principal_kind),
@@ -378,16 +380,12 @@ class PostgresScheduler(DownloadScheduler):
             settings.strategy is not Strategy.SHARED
             and request.object_size > settings.session_min_bytes
         )
-        if not uses_sessions and not len(self._leases):
-            return await self._requests.admit(request)
-        key = self._keys.key(
-            request.principal, request.object_id, download_id, request.client_address
-        )
-        lease = self._leases.trusted(key)
-        if lease is not None and not (lease.yield_requested and not self._closed):
-            return self._admit_range(lease, request.effective_range)
         if not uses_sessions:
             return await self._requests.admit(request)
+        if key is None:
+            key = self._keys.key(
+                request.principal, request.object_id, download_id, request.client_address
+            )
         try:
             return await self._admit_session(request, key, cls, download_id is not None)
         except DATABASE_ERRORS as error:
