@@ -1502,16 +1502,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         run.ticks["in memory"] = memory_tick
         run.admissions.append(memory_queued)
     with phase(run, "bare claim"), throwaway_schema(dsn, "claim") as schema:
-        label = CLAIM_LABEL
         settings = settings_for(ADMIT_SESSIONS)
         claim = postgres_admissions(
-            label, CLAIM, dsn, schema, settings, Load(tasks=max(levels)), duration
+            CLAIM_LABEL, CLAIM, dsn, schema, settings, Load(tasks=max(levels)), duration
         )
         run.admissions.append(claim)
         for run_number, rate in enumerate(rates, start=1):
             run.admissions.append(
                 postgres_admissions(
-                    label,
+                    CLAIM_LABEL,
                     CLAIM,
                     dsn,
                     schema,
