@@ -308,32 +308,30 @@ class DownloadSchedulerMiddleware:
 
 class _ResponseObserver:
     """Wraps ``send`` for one admitted response: adds headers, counts bytes, reports
-    progress, and knows at the end whether the response was delivered in full."""
+    progress, and knows at the end whether the response was delivered in full.
 
-    __slots__ = ("_extra", "_last", "_progress_at", "_send", "disconnected", "sent",
+    ``finished`` is whether the body's last message (``more_body`` false) went out.
+    """
+
+    __slots__ = ("_extra", "_progress_at", "_send", "disconnected", "finished", "sent",
                  "status")  # fmt: skip
 
     def __init__(self, send: Send, extra: tuple[tuple[bytes, bytes], ...]) -> None:
         self._send = send
         self._extra = extra
         self._progress_at = PROGRESS_EVERY_BYTES
-        self._last: Message | None = None
+        self.finished = False
         self.status = 0
         self.sent = 0
         self.disconnected = False
-
-    @property
-    def finished(self) -> bool:
-        """Whether the body's last message (``more_body`` false) went out."""
-        last = self._last
-        return last is not None and not last.get("more_body", False)
 
     async def send(self, message: Message) -> None:
         # The body path comes first and does as little as it can: a multi-gigabyte
         # response passes through here once per chunk, and in a real server each
         # operation here costs several times what it costs in a tight loop (the 8 MiB
-        # benchmark in RESULTS.md). Whether the body ended is read from the last
-        # message sent, once, in ``finished``.
+        # benchmark in RESULTS.md). Only a flag of the message is kept, never the
+        # message: holding it would keep its chunk alive until the next one is sent, a
+        # second chunk per response in memory (``finished`` says whether the body ended).
         if message["type"] == "http.response.body":
             try:
                 await self._send(message)
@@ -341,9 +339,10 @@ class _ResponseObserver:
                 self.disconnected = True
                 raise
             # Counted once sent: bytes a gone client never got are not delivered.
-            self._last = message
             self.sent = sent = self.sent + len(message.get("body", b""))
-            if sent >= self._progress_at and message.get("more_body", False):
+            more = message.get("more_body", False)
+            self.finished = not more
+            if more and sent >= self._progress_at:
                 # Everything since the last report; the next one after another 16 MiB. The
                 # body's last message needs none: the outcome, reported next, counts it.
                 reported = self._progress_at - PROGRESS_EVERY_BYTES
@@ -409,7 +408,7 @@ class _PlaceObserver(_ResponseObserver):
             extra = (*extra, (b"arkvory-queue-ticket", place.ticket.encode()))
         self._extra = extra
         self._progress_at = PROGRESS_EVERY_BYTES
-        self._last = None
+        self.finished = False
         self.status = 0
         self.sent = 0
         self.disconnected = False

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import random
+import weakref
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -836,3 +837,81 @@ def test_a_response_within_one_second_is_booked_as_the_spreading_loop_books_it(
     _book_by_loop(looped, start, end, nbytes)
     assert _meter_state(shortcut) == _meter_state(looped)
     assert shortcut.peak(end + 1) == looped.peak(end + 1)
+
+
+class _Message(dict[str, Any]):
+    """A message that can be watched for being freed (a plain dict cannot)."""
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("fast", [True, False], ids=["fast path", "port"])
+@pytest.mark.parametrize("name", ["small", "big"], ids=["per request", "session ranges"])
+async def test_a_sent_message_is_not_kept_alive(fast: bool, name: str) -> None:
+    """Once ``send`` returns, the middleware holds no message (and so no chunk): with
+    many responses in flight, one more chunk per response would stay in memory. The
+    session's second range is the range fast path's, when it is on."""
+    data = {"small": SMALL, "big": BIG}[name]
+    store = ObjectStore(objects={name: data})
+    freed: list[bool] = []
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        first, last, status = 0, len(data) - 1, 200
+        for key, value in scope["headers"]:
+            if key == b"range":
+                start, end = value.decode().removeprefix("bytes=").split("-")
+                first, last, status = int(start), int(end), 206
+        await send({"type": "http.response.start", "status": status, "headers": []})
+        for offset in range(first, last + 1, CHUNK):
+            chunk = data[offset : min(offset + CHUNK, last + 1)]
+            more = offset + CHUNK <= last
+            message = _Message(type="http.response.body", body=chunk, more_body=more)
+            await send(message)
+            watched = weakref.ref(message)
+            del message
+            freed.append(watched() is None)
+
+    values = scheduler_settings()
+    scheduler = CountingFast(values) if fast else PortOnly(values)
+    middleware = DownloadSchedulerMiddleware(
+        app, scheduler=scheduler, resolver=make_resolver(store), run_ticks=False
+    )
+    assert (middleware._fast is scheduler) is fast
+    received = bytearray()
+
+    async def server_send(message: Any) -> None:
+        if message["type"] == "http.response.body":
+            received.extend(message.get("body", b""))
+
+    async def receive() -> dict[str, Any]:
+        await anyio.sleep_forever()
+        raise AssertionError("unreachable")
+
+    half = len(data) // 2
+    requests = [[]] if name == "small" else [[f"0-{half - 1}"], [f"{half}-{len(data) - 1}"]]
+    for spans in requests:
+        headers = [
+            (b"arkvory-download-id", b"kept"),
+            *((b"range", b"bytes=" + span.encode()) for span in spans),
+        ]
+        scope = {
+            "type": "http",
+            "asgi": {"version": "3.0"},
+            "http_version": "1.1",
+            "method": "GET",
+            "scheme": "http",
+            "path": f"/objects/{name}",
+            "raw_path": f"/objects/{name}".encode(),
+            "query_string": b"",
+            "root_path": "",
+            "headers": [(b"authorization", b"Bearer svc-ci"), *(headers if spans else [])],
+            "client": ("192.0.2.10", 40_000),
+            "server": ("artifacts.test", 80),
+        }
+        await middleware(scope, receive, server_send)
+    assert bytes(received) == data
+    assert freed and all(freed)
+    assert scheduler.core.grants_in_flight() == 0
+    if fast and name == "big":
+        assert isinstance(scheduler, CountingFast) and scheduler.ranges == 1
+    stats = scheduler.core.stats()
+    assert sum(c.bytes_delivered for c in stats.per_class.values()) == len(data)
