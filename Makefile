@@ -10,7 +10,7 @@ $(BIN)/.installed: pyproject.toml
 	$(BIN)/pip install --quiet -e '.[test]'
 	touch $@
 
-.PHONY: install run test lint simulate bench bench-http bench-http-at-once bench-pg clean
+.PHONY: install run test lint simulate bench bench-http bench-http-at-once bench-instructions bench-pg clean
 install: $(BIN)/.installed
 
 EXAMPLE_DIR := examples/artifacts
@@ -48,6 +48,10 @@ bench-http: install
 # The two throughput targets again, both servers loaded at once (less noise, no latency).
 bench-http-at-once: install
 	$(BIN)/python -m benchmarks.http_bench --at-once --workloads small,session --rounds 30 --blocks 5
+
+# Instructions per response under valgrind (no timing noise); needs valgrind and curl.
+bench-instructions: install
+	$(BIN)/python -m benchmarks.http_instructions
 
 # Needs PostgreSQL: $ARKVORY_TEST_DATABASE_URL, default postgresql://postgres@127.0.0.1:5432/test;
 # see benchmarks/README.md.

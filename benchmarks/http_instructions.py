@@ -1,0 +1,348 @@
+"""Instructions a real uvicorn server executes per response, bare and with the middleware.
+
+The wall-clock benchmarks (``http_bench``) measure what a user gets, but on a shared
+2-CPU machine two runs of the same server differ by several percent, more than the 2 %
+a middleware may cost an 8 MiB range. This one counts instead of timing: each server
+runs under valgrind's callgrind, which counts the instructions the process executes
+(every thread, interpreter, libraries and all), and curl downloads a fixed number of
+responses from it over loopback. The count is the same whatever else the machine does,
+so the bare app, the reference send wrapper and the middleware compare to a few tenths
+of a percent.
+
+What a count leaves out, and why the wall-clock figures stay the acceptance
+measurement: time in the kernel (socket and file copies), and what cache misses and
+context switches cost beyond the instructions that suffer them.
+
+Timers run in wall-clock time, and under valgrind a response takes about fifty times
+longer, so everything periodic (uvicorn's 0.1 s housekeeping, the middleware's 500 ms
+tick) would be counted fifty times too often per response. Each server is therefore
+also counted idle for a few seconds, and that rate times the load's duration is taken
+off the load's count. The tick loop's own cost at real speed is reported beside.
+
+Run: ``python -m benchmarks.http_instructions`` (``make bench-instructions``); needs
+valgrind and curl. About seven minutes on two CPUs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime as dt
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+from benchmarks._http_apps import (
+    FILE_LARGE_PATH,
+    FILE_SMALL_PATH,
+    ROOT_VARIABLE,
+    SMALL_SIZE,
+    default_http,
+    write_files,
+)
+from benchmarks._machine import cpu_count, cpu_model, load_average, median
+from benchmarks._report import package_version, write_section
+from benchmarks.http_bench import HOST, RANGE_HEADER, SESSION_HEADERS, fetch, free_port
+
+__all__ = ["Count", "main", "measure"]
+
+PROJECT_ROOT: Final = Path(__file__).resolve().parent.parent
+RESULTS: Final = PROJECT_ROOT / "benchmarks" / "RESULTS.md"
+HEADING: Final = "## HTTP middleware, instructions per response (callgrind)"
+APPS: Final = ("bare", "reference", "wrapped")
+IDLE_SECONDS: Final = 8.0
+READY_TIMEOUT_S: Final = 300.0  # the interpreter starts slowly under valgrind
+TICKS_PER_SECOND: Final = 2.0  # the middleware's tick loop at its base interval
+
+
+@dataclass(frozen=True, slots=True)
+class Workload:
+    key: str
+    title: str
+    path: str
+    headers: tuple[tuple[str, str], ...]
+    status: int
+    body_size: int
+    warmup: int
+    requests: int
+    target: float  # the throughput loss the issue allows for this workload
+
+
+WORKLOADS: Final = (
+    Workload(
+        "session",
+        "8 MiB ranges of one active session (64 MiB file)",
+        FILE_LARGE_PATH,
+        SESSION_HEADERS,
+        206,
+        8 * 1024 * 1024,
+        warmup=4,
+        requests=24,
+        target=0.02,
+    ),
+    Workload(
+        "small",
+        "1 KiB files, per-request admission",
+        FILE_SMALL_PATH,
+        (),
+        200,
+        SMALL_SIZE,
+        warmup=50,
+        requests=400,
+        target=0.05,
+    ),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Count:
+    """One server's counts: the load, and the idle rate taken off it."""
+
+    app: str
+    workload: Workload
+    load_instructions: int
+    load_seconds: float
+    idle_instructions: int
+    idle_seconds: float
+
+    @property
+    def idle_rate(self) -> float:
+        return self.idle_instructions / self.idle_seconds
+
+    @property
+    def per_request(self) -> float:
+        """Instructions per response, net of what the server does while idle."""
+        net = self.load_instructions - self.idle_rate * self.load_seconds
+        return net / self.workload.requests
+
+
+def _control(command: str, pid: int) -> None:
+    subprocess.run(
+        ["callgrind_control", command, str(pid)],
+        check=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
+def _dumped_instructions(pattern_dir: Path, prefix: str, before: set[Path]) -> int:
+    """The instruction total of the dump callgrind wrote after ``before`` was listed."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        new = sorted(set(pattern_dir.glob(prefix + "*")) - before)
+        for path in new:
+            for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+                if line.startswith("summary:"):
+                    return int(line.split()[1])
+        time.sleep(0.2)
+    raise RuntimeError(f"callgrind wrote no dump for {prefix}")
+
+
+def _curl(port: int, workload: Workload, count: int, scratch: Path) -> None:
+    """Download ``count`` responses on one keep-alive connection; check every one."""
+    config = scratch / f"curl-{port}-{count}.txt"
+    url = f"http://{HOST}:{port}{workload.path}"
+    config.write_text(f'url = "{url}"\noutput = "/dev/null"\n' * count, encoding="utf-8")
+    headers = [arg for name, value in workload.headers for arg in ("-H", f"{name}: {value}")]
+    done = subprocess.run(
+        ["curl", "-sS", *headers, "-K", str(config), "-w", "%{http_code} %{size_download}\n"],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    expected = f"{workload.status} {workload.body_size}"
+    answers = done.stdout.split("\n")[:-1]
+    if answers != [expected] * count:
+        wrong = sorted({answer for answer in answers if answer != expected})
+        raise RuntimeError(f"expected {count} × {expected!r}, got {wrong or answers[:3]}")
+
+
+def measure(app: str, workload: Workload, root: Path, scratch: Path) -> Count:
+    """Start ``app`` under callgrind, warm it up, count it idle, then under load."""
+    port = free_port()
+    prefix = f"callgrind-{app}-{workload.key}-{port}"
+    log = (scratch / f"{prefix}.log").open("wb")
+    process = subprocess.Popen(
+        [
+            "valgrind",
+            "--tool=callgrind",
+            f"--callgrind-out-file={scratch / prefix}.%p",
+            sys.executable,
+            "-m",
+            "benchmarks._http_apps",
+            app,
+            "--host",
+            HOST,
+            "--port",
+            str(port),
+            "--http",
+            default_http(),
+        ],
+        cwd=PROJECT_ROOT,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env={**os.environ, "PYTHONPATH": str(PROJECT_ROOT), ROOT_VARIABLE: str(root)},
+    )
+    try:
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while True:
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"the {app} server did not start under valgrind")
+            with contextlib.suppress(OSError):
+                if fetch(port, FILE_SMALL_PATH, ())[0] == 200:
+                    break
+            time.sleep(0.5)
+        _curl(port, workload, workload.warmup, scratch)  # the wrapped session starts here
+
+        def counted(action: Callable[[], None] | None) -> tuple[int, float]:
+            before = set(scratch.glob(prefix + "*"))
+            _control("--zero", process.pid)
+            started = time.monotonic()
+            if action is not None:
+                action()
+            else:
+                time.sleep(IDLE_SECONDS)
+            seconds = time.monotonic() - started
+            _control("--dump", process.pid)
+            return _dumped_instructions(scratch, prefix, before), seconds
+
+        idle, idle_seconds = counted(None)
+        load, load_seconds = counted(lambda: _curl(port, workload, workload.requests, scratch))
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        log.close()
+    return Count(app, workload, load, load_seconds, idle, idle_seconds)
+
+
+def render(counts: Sequence[Count], repeats: int, started: dt.datetime) -> str:
+    lines = [
+        HEADING,
+        "",
+        f"Run {started:%Y-%m-%d %H:%M} UTC on {cpu_model()} ({cpu_count()} CPUs, "
+        f"load average {load_average()}), Python {platform.python_version()}, "
+        f"uvicorn {package_version('uvicorn')} ({default_http()}), "
+        f"{_valgrind_version()}. Command: `python -m benchmarks.http_instructions"
+        f"{'' if repeats == 2 else f' --repeats {repeats}'}` (`make bench-instructions`).",
+        "",
+        "Each server runs under callgrind; curl downloads the responses on one keep-alive "
+        "connection (every status and size checked). Instructions per response are the "
+        f"load's count less the server's idle rate (counted for {IDLE_SECONDS:g} s) times "
+        "the load's duration; the median of the repeats. `wrapped` is the middleware on "
+        f"the in-memory scheduler with tickets; the range workload sends `Range: "
+        f"{RANGE_HEADER}` and a download id, so every range counted is a further range of "
+        "the active session.",
+        "",
+        "| workload | server | responses | instructions per response | added vs bare "
+        "| idle instructions per second |",
+        "|---|---|---:|---:|---:|---:|",
+    ]
+    per: dict[tuple[str, str], list[Count]] = {}
+    for count in counts:
+        per.setdefault((count.workload.key, count.app), []).append(count)
+    summary = []
+    for workload in WORKLOADS:
+        if (workload.key, "bare") not in per:
+            continue
+        bare = median([c.per_request for c in per[(workload.key, "bare")]])
+        for app in APPS:
+            group = per.get((workload.key, app), [])
+            if not group:
+                continue
+            value = median([c.per_request for c in group])
+            added = "" if app == "bare" else f"{(value / bare - 1) * 100:+.2f} %"
+            idle = median([c.idle_rate for c in group])
+            lines.append(
+                f"| {workload.title} | {app} | {group[0].workload.requests} "
+                f"| {value:,.0f} | {added} | {idle:,.0f} |"
+            )
+            if app == "wrapped":
+                share = value / bare - 1
+                summary.append(
+                    f"- {workload.title}: the middleware adds {share * 100:.2f} % of the "
+                    f"server's instructions per response (the target allows a "
+                    f"{workload.target * 100:g} % throughput loss)."
+                )
+    wrapped_idle = [c.idle_rate for c in counts if c.app == "wrapped"]
+    bare_idle = [c.idle_rate for c in counts if c.app == "bare"]
+    if wrapped_idle and bare_idle:
+        per_tick = (median(wrapped_idle) - median(bare_idle)) / TICKS_PER_SECOND
+        summary.append(
+            f"- The tick loop, from the idle rates: about {per_tick:,.0f} instructions per "
+            f"tick, {TICKS_PER_SECOND:g} ticks a second whatever the load (taken off the "
+            "load's count with the rest of the idle rate)."
+        )
+    lines += ["", *summary, "", _LIMITS, ""]
+    return "\n".join(lines)
+
+
+_LIMITS: Final = (
+    "A count is work, not time: kernel time and what cache misses and context switches "
+    "cost are not in it. The throughput targets are judged by the wall-clock runs "
+    "above (`make bench-http-at-once`); these counts say how much of their gap the "
+    "middleware's own code can explain."
+)
+
+
+def _valgrind_version() -> str:
+    done = subprocess.run(["valgrind", "--version"], capture_output=True, text=True, check=False)
+    return done.stdout.strip() or "valgrind"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.http_instructions",
+        description="Instructions per response of uvicorn with and without the middleware.",
+    )
+    parser.add_argument("--repeats", type=int, default=2, help="servers per app and workload")
+    parser.add_argument(
+        "--workloads", default="session,small", help="comma-separated, from session,small"
+    )
+    parser.add_argument("--jobs", type=int, default=max(1, min(2, cpu_count())))
+    parser.add_argument("--output", type=Path, default=RESULTS, help="markdown file to update")
+    args = parser.parse_args(argv)
+    missing = [tool for tool in ("valgrind", "callgrind_control", "curl") if not shutil.which(tool)]
+    if missing:
+        print(f"needs {', '.join(missing)} on PATH", file=sys.stderr)
+        return 2
+    chosen = [w for w in WORKLOADS if w.key in args.workloads.split(",")]
+    if not chosen or args.repeats < 1:
+        print("--workloads must name session and/or small; --repeats ≥ 1", file=sys.stderr)
+        return 2
+    started = dt.datetime.now(dt.UTC)
+    with tempfile.TemporaryDirectory(prefix="arkvory-callgrind-") as scratch_name:
+        scratch = Path(scratch_name)
+        root = scratch / "files"
+        write_files(root)
+        jobs = [(app, w) for _ in range(args.repeats) for w in chosen for app in APPS]
+        with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+            counts = list(pool.map(lambda job: measure(job[0], job[1], root, scratch), jobs))
+    for count in counts:
+        print(
+            f"[{count.workload.key}] {count.app}: {count.per_request:,.0f} instructions "
+            f"per response (load {count.load_instructions:,} in {count.load_seconds:.1f} s, "
+            f"idle {count.idle_rate:,.0f}/s)",
+            flush=True,
+        )
+    section = render(counts, args.repeats, started)
+    print(section)
+    write_section(args.output, HEADING, section)
+    print(f"written to {args.output}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
