@@ -42,16 +42,15 @@ from pathlib import Path
 from typing import Final
 
 from benchmarks._http_apps import (
-    FILE_LARGE_PATH,
     FILE_SMALL_PATH,
     ROOT_VARIABLE,
-    SMALL_SIZE,
     default_http,
     write_files,
 )
 from benchmarks._machine import cpu_count, cpu_model, load_average, median
 from benchmarks._report import package_version, write_section
-from benchmarks.http_bench import HOST, RANGE_HEADER, SESSION_HEADERS, fetch, free_port
+from benchmarks.http_bench import HOST, RANGE_HEADER, Workload, fetch, free_port
+from benchmarks.http_bench import WORKLOADS as HTTP_WORKLOADS
 
 __all__ = ["Count", "main", "measure"]
 
@@ -64,43 +63,12 @@ READY_TIMEOUT_S: Final = 300.0  # the interpreter starts slowly under valgrind
 TICKS_PER_SECOND: Final = 2.0  # the middleware's tick loop at its base interval
 
 
-@dataclass(frozen=True, slots=True)
-class Workload:
-    key: str
-    title: str
-    path: str
-    headers: tuple[tuple[str, str], ...]
-    status: int
-    body_size: int
-    warmup: int
-    requests: int
-    target: float  # the throughput loss the issue allows for this workload
-
-
-WORKLOADS: Final = (
-    Workload(
-        "session",
-        "8 MiB ranges of one active session (64 MiB file)",
-        FILE_LARGE_PATH,
-        SESSION_HEADERS,
-        206,
-        8 * 1024 * 1024,
-        warmup=4,
-        requests=24,
-        target=0.02,
-    ),
-    Workload(
-        "small",
-        "1 KiB files, per-request admission",
-        FILE_SMALL_PATH,
-        (),
-        200,
-        SMALL_SIZE,
-        warmup=50,
-        requests=400,
-        target=0.05,
-    ),
-)
+# The HTTP benchmark's two workloads with a target; how many responses of each are
+# counted (after a warm-up that also starts the wrapped server's download session).
+_BY_KEY: Final = {workload.key: workload for workload in HTTP_WORKLOADS}
+WORKLOADS: Final = (_BY_KEY["session"], _BY_KEY["small"])
+WARMUP: Final = {"session": 4, "small": 50}
+REQUESTS: Final = {"session": 24, "small": 400}
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,7 +90,7 @@ class Count:
     def per_request(self) -> float:
         """Instructions per response, net of what the server does while idle."""
         net = self.load_instructions - self.idle_rate * self.load_seconds
-        return net / self.workload.requests
+        return net / REQUESTS[self.workload.key]
 
 
 def _control(command: str, pid: int) -> None:
@@ -201,7 +169,7 @@ def measure(app: str, workload: Workload, root: Path, scratch: Path) -> Count:
                 if fetch(port, FILE_SMALL_PATH, ())[0] == 200:
                     break
             time.sleep(0.5)
-        _curl(port, workload, workload.warmup, scratch)  # the wrapped session starts here
+        _curl(port, workload, WARMUP[workload.key], scratch)  # the wrapped session starts here
 
         def counted(action: Callable[[], None] | None) -> tuple[int, float]:
             before = set(scratch.glob(prefix + "*"))
@@ -216,7 +184,7 @@ def measure(app: str, workload: Workload, root: Path, scratch: Path) -> Count:
             return _dumped_instructions(scratch, prefix, before), seconds
 
         idle, idle_seconds = counted(None)
-        load, load_seconds = counted(lambda: _curl(port, workload, workload.requests, scratch))
+        load, load_seconds = counted(lambda: _curl(port, workload, REQUESTS[workload.key], scratch))
     finally:
         process.terminate()
         try:
@@ -266,7 +234,7 @@ def render(counts: Sequence[Count], repeats: int, started: dt.datetime) -> str:
             added = "" if app == "bare" else f"{(value / bare - 1) * 100:+.2f} %"
             idle = median([c.idle_rate for c in group])
             lines.append(
-                f"| {workload.title} | {app} | {group[0].workload.requests} "
+                f"| {workload.title} | {app} | {REQUESTS[workload.key]} "
                 f"| {value:,.0f} | {added} | {idle:,.0f} |"
             )
             if app == "wrapped":
@@ -274,7 +242,7 @@ def render(counts: Sequence[Count], repeats: int, started: dt.datetime) -> str:
                 summary.append(
                     f"- {workload.title}: the middleware adds {share * 100:.2f} % of the "
                     f"server's instructions per response (the target allows a "
-                    f"{workload.target * 100:g} % throughput loss)."
+                    f"{(workload.target_loss or 0) * 100:g} % throughput loss)."
                 )
     wrapped_idle = [c.idle_rate for c in counts if c.app == "wrapped"]
     bare_idle = [c.idle_rate for c in counts if c.app == "bare"]
