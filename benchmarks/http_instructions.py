@@ -171,19 +171,16 @@ def measure(app: str, workload: Workload, root: Path, scratch: Path) -> Count:
             time.sleep(0.5)
         _curl(port, workload, WARMUP[workload.key], scratch)  # the wrapped session starts here
 
-        def counted(action: Callable[[], None] | None) -> tuple[int, float]:
+        def counted(action: Callable[[], None]) -> tuple[int, float]:
             before = set(scratch.glob(prefix + "*"))
             _control("--zero", process.pid)
             started = time.monotonic()
-            if action is not None:
-                action()
-            else:
-                time.sleep(IDLE_SECONDS)
+            action()
             seconds = time.monotonic() - started
             _control("--dump", process.pid)
             return _dumped_instructions(scratch, prefix, before), seconds
 
-        idle, idle_seconds = counted(None)
+        idle, idle_seconds = counted(lambda: time.sleep(IDLE_SECONDS))
         load, load_seconds = counted(lambda: _curl(port, workload, REQUESTS[workload.key], scratch))
     finally:
         process.terminate()
