@@ -47,7 +47,7 @@ bench-http: install
 
 # The two throughput targets again, both servers loaded at once (less noise, no latency).
 bench-http-at-once: install
-	$(BIN)/python -m benchmarks.http_bench --at-once --workloads small,session --rounds 30 --blocks 5
+	$(BIN)/python -m benchmarks.http_bench --at-once --workloads small,session --rounds 30 --blocks 10
 
 # Instructions per response under valgrind (no timing noise); needs valgrind and curl.
 bench-instructions: install
