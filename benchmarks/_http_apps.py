@@ -71,6 +71,7 @@ __all__ = [
     "main",
     "reference_app",
     "resolve",
+    "server_environment",
     "wrapped_app",
     "wrapped_memory_app",
     "write_files",
@@ -214,6 +215,21 @@ async def _serve_object(scope: Scope, receive: Receive, send: Send) -> None:
         await send({"type": "http.response.body", "body": chunk, "more_body": True})
         offset += size
     await send({"type": "http.response.body", "body": b""})
+
+
+def server_environment(root: Path) -> dict[str, str]:
+    """The environment of a benchmark's server process: files from ``root``, and the code
+    of this checkout.
+
+    The project is installed in editable mode, so an interpreter finds the package of
+    whichever checkout was installed, not necessarily this one. A benchmark run from a
+    second worktree (to compare two versions side by side) would then time the installed
+    version in its servers while its in-process part timed its own. ``src`` of this tree
+    comes first on the path, so every part measures the same code.
+    """
+    project = Path(__file__).resolve().parent.parent
+    path = os.pathsep.join((str(project / "src"), str(project)))
+    return {**os.environ, "PYTHONPATH": path, ROOT_VARIABLE: str(root)}
 
 
 def write_files(root: Path) -> None:

@@ -70,7 +70,6 @@ from ._http_apps import (
     FILE_LARGE_SIZE,
     FILE_SMALL_PATH,
     LARGE_PATH,
-    ROOT_VARIABLE,
     SMALL_PATH,
     SMALL_SIZE,
     ASGIApp,
@@ -81,6 +80,7 @@ from ._http_apps import (
     default_http,
     expected_bytes,
     resolve,
+    server_environment,
     wrapped_memory_app,
     write_files,
 )
@@ -358,7 +358,7 @@ class Server:
             cwd=PROJECT_ROOT,
             stdout=self._log,
             stderr=subprocess.STDOUT,
-            env={**os.environ, "PYTHONPATH": str(PROJECT_ROOT), ROOT_VARIABLE: str(root)},
+            env=server_environment(root),
         )
 
     def url(self, path: str) -> str:

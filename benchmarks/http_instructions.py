@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime as dt
-import os
 import platform
 import shutil
 import subprocess
@@ -43,8 +42,8 @@ from typing import Final
 
 from benchmarks._http_apps import (
     FILE_SMALL_PATH,
-    ROOT_VARIABLE,
     default_http,
+    server_environment,
     write_files,
 )
 from benchmarks._machine import cpu_count, cpu_model, load_average, median
@@ -158,7 +157,7 @@ def measure(app: str, workload: Workload, root: Path, scratch: Path) -> Count:
         cwd=PROJECT_ROOT,
         stdout=log,
         stderr=subprocess.STDOUT,
-        env={**os.environ, "PYTHONPATH": str(PROJECT_ROOT), ROOT_VARIABLE: str(root)},
+        env=server_environment(root),
     )
     try:
         deadline = time.monotonic() + READY_TIMEOUT_S
