@@ -295,8 +295,8 @@ def free_port() -> int:
 def process_cpu_times(pid: int) -> tuple[float, float]:
     """User and system CPU time of a running process (Linux ``/proc``); NaN elsewhere.
 
-    Their sum is the kernel's exact run time; the split between them is sampled at
-    each clock tick, so it is a good estimate over a run of seconds, not exact.
+    Their sum is the kernel's exact run time, to a clock tick; the split between them
+    is sampled at each tick, so it is a good estimate over a run of seconds, not exact.
     """
     try:
         text = Path(f"/proc/{pid}/stat").read_text(encoding="ascii")
@@ -1202,7 +1202,7 @@ def _http_sections(run: Run) -> list[str]:
         "same pairing as the throughput ratios.",
         "",
         "| workload | throughput kept | added p50 | added p90 | added p99 "
-        "| added server CPU per request | of which in user space |",
+        "| added server CPU per request | added in user space |",
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for result in run.http:
@@ -1468,7 +1468,7 @@ def _analysis_section(run: Run) -> list[str]:
                     if measured > 2 * ip.overhead_us / bare_cpu
                     else "."
                 )
-                + f" Split (medians of the per-round differences): "
+                + " Split (medians of the per-round differences): "
                 f"{result.added(result.user_us):+,.1f} µs per range in user space, where the "
                 f"middleware's code runs, and {result.added(kernel_us):+,.1f} µs in the "
                 "kernel (socket and file copies, the same system calls on both sides); the "
