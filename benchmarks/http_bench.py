@@ -307,11 +307,6 @@ def process_cpu_times(pid: int) -> tuple[float, float]:
     return int(fields[11]) / tick, int(fields[12]) / tick
 
 
-def process_cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a running process (Linux ``/proc``); NaN elsewhere."""
-    return sum(process_cpu_times(pid))
-
-
 def machine_busy_seconds() -> float:
     """CPU time every process on the machine used, steal included (Linux); NaN elsewhere."""
     try:
@@ -376,11 +371,9 @@ class Server:
             time.sleep(0.1)
         raise RuntimeError(f"the {self.app} server did not answer in {READY_TIMEOUT_S:g} s")
 
-    def cpu_seconds(self) -> float:
-        return process_cpu_seconds(self.process.pid)
-
-    def user_seconds(self) -> float:
-        return process_cpu_times(self.process.pid)[0]
+    def cpu_times(self) -> tuple[float, float]:
+        """User and system CPU time, from one reading."""
+        return process_cpu_times(self.process.pid)
 
     def log_text(self) -> str:
         self._log.flush()
@@ -474,9 +467,9 @@ class _WrkStarted:
 
 
 def start_wrk(command: Sequence[str], server: Server) -> _WrkStarted:
-    cpu_before, user_before = server.cpu_seconds(), server.user_seconds()
+    user_before, system_before = server.cpu_times()
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    return _WrkStarted(process, command, server, cpu_before, user_before)
+    return _WrkStarted(process, command, server, user_before + system_before, user_before)
 
 
 def finish_wrk(started: _WrkStarted) -> WrkRun:
@@ -489,8 +482,9 @@ def finish_wrk(started: _WrkStarted) -> WrkRun:
     # os.times() keeps could not tell them apart.
     _, status, usage = os.wait4(process.pid, 0)
     process.returncode = os.waitstatus_to_exitcode(status)
-    server_cpu = started.server.cpu_seconds() - started.server_cpu_before
-    server_user = started.server.user_seconds() - started.server_user_before
+    user_after, system_after = started.server.cpu_times()
+    server_cpu = user_after + system_after - started.server_cpu_before
+    server_user = user_after - started.server_user_before
     line = next((ln for ln in output.splitlines() if ln.startswith("WRKJSON ")), None)
     if process.returncode != 0 or line is None:
         raise RuntimeError(
@@ -640,6 +634,10 @@ class HttpResult:
         """Server CPU in user space per response's worth served, in µs."""
         served = self.served(run)
         return run.server_user_s / served * 1e6 if served else math.nan
+
+    def kernel_us(self, run: WrkRun) -> float:
+        """Server CPU in the kernel per response's worth served, in µs."""
+        return self.cpu_us(run) - self.user_us(run)
 
     def per_cpu_second(self, run: WrkRun) -> float:
         """Responses' worth per second of the server's own CPU time."""
@@ -1446,10 +1444,6 @@ def _analysis_section(run: Run) -> list[str]:
             chunks = w.body_size // CHUNK_SIZE
             rest = ip.overhead_us - ip.scheduler_us
             measured = _added_cpu(result) / bare_cpu
-
-            def kernel_us(run: WrkRun, result: HttpResult = result) -> float:
-                return result.cpu_us(run) - result.user_us(run)
-
             lines += [
                 f"What limits it: a range is {chunks} messages of {CHUNK_SIZE // 1024} KiB "
                 "(`FileResponse`'s chunk), and each passes through the response observer, "
@@ -1470,7 +1464,7 @@ def _analysis_section(run: Run) -> list[str]:
                 )
                 + " Split (medians of the per-round differences): "
                 f"{result.added(result.user_us):+,.1f} µs per range in user space, where the "
-                f"middleware's code runs, and {result.added(kernel_us):+,.1f} µs in the "
+                f"middleware's code runs, and {result.added(result.kernel_us):+,.1f} µs in the "
                 "kernel (socket and file copies, the same system calls on both sides); the "
                 "split is sampled at each clock tick, so it is an estimate.",
                 "",

@@ -227,14 +227,14 @@ def render(counts: Sequence[Count], repeats: int, started: dt.datetime) -> str:
             if not group:
                 continue
             value = median([c.per_request for c in group])
-            added = "" if app == "bare" else f"{(value / bare - 1) * 100:+.2f} %"
+            share = value / bare - 1
+            added = "" if app == "bare" else f"{share * 100:+.2f} %"
             idle = median([c.idle_rate for c in group])
             lines.append(
                 f"| {workload.title} | {app} | {REQUESTS[workload.key]} "
                 f"| {value:,.0f} | {added} | {idle:,.0f} |"
             )
             if app == "wrapped":
-                share = value / bare - 1
                 summary.append(
                     f"- {workload.title}: the middleware adds {share * 100:.2f} % of the "
                     f"server's instructions per response (the target allows a "
