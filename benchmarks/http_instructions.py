@@ -282,10 +282,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     if missing:
         print(f"needs {', '.join(missing)} on PATH", file=sys.stderr)
         return 2
-    chosen = [w for w in WORKLOADS if w.key in args.workloads.split(",")]
-    if not chosen or args.repeats < 1:
-        print("--workloads must name session and/or small; --repeats ≥ 1", file=sys.stderr)
+    names = [name.strip() for name in args.workloads.split(",") if name.strip()]
+    unknown = sorted(set(names) - {w.key for w in WORKLOADS})
+    if not names or unknown:
+        shown = f": unknown {', '.join(unknown)}" if unknown else ""
+        print(f"--workloads must name session and/or small{shown}", file=sys.stderr)
         return 2
+    if args.repeats < 1:
+        print("--repeats must be at least 1", file=sys.stderr)
+        return 2
+    chosen = [w for w in WORKLOADS if w.key in names]
     started = dt.datetime.now(dt.UTC)
     with tempfile.TemporaryDirectory(prefix="arkvory-callgrind-") as scratch_name:
         scratch = Path(scratch_name)
