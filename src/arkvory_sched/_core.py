@@ -20,6 +20,7 @@ import math
 import re
 from dataclasses import dataclass, field
 
+from ._accuracy import EstimateScorer, announced_interval
 from ._classes import DownloadClass, PrincipalKind, applied_class, default_class
 from ._clock import Clock
 from ._deadlines import DeadlineBuckets
@@ -69,8 +70,6 @@ HEAD_MIN_CHECK_SECONDS = 1.0
 MAX_CHECK_SECONDS = 300.0
 NO_SHOW_MARGIN_SECONDS = 30.0  # R-SESS-7: how late a client may come back
 SHUTDOWN_RETRY_SECONDS = 5
-ESTIMATE_SPREAD = 0.12  # the announced interval is ±12 % of the wait …
-ESTIMATE_MIN_SPREAD_SECONDS = 2.0  # … and never narrower than ±2 s
 FALLBACK_RATE = 100 * 1024 * 1024  # bytes/s assumed before anything was measured
 MARK_SCAN_SLACK = 4096
 TICKET_REUSE_SECONDS = 60.0
@@ -168,7 +167,7 @@ class SchedulerCore:
         self._by_class_paused = [0] * CLASS_COUNT
         self._bytes_by_class = [0] * CLASS_COUNT
         self._wait_histograms = [Histogram() for _ in range(CLASS_COUNT)]
-        self._estimate_error = Histogram()
+        self._estimates = EstimateScorer()
         self._requests = RequestQueue(
             settings.max_downloads,
             settings.transfer_queue_limit,
@@ -792,7 +791,7 @@ class SchedulerCore:
             self._active_interactive += 1
         self._wait_histograms[rank].observe(max(0.0, now - session.waiting_since))
         if session.first_estimate is not None:
-            self._estimate_error.observe(abs(now - session.first_estimate))
+            self._estimates.score(session.first_estimate_at, session.first_estimate, now)
             session.first_estimate = None
         pending = self._pending_yield
         if pending is not None and pending.blocked_by is session:
@@ -923,16 +922,17 @@ class SchedulerCore:
                 delay = HEAD_MIN_CHECK_SECONDS
             if session.first_estimate is None and session.blocked_by is None:
                 session.first_estimate = start
+                session.first_estimate_at = now
         session.check_at = now + delay
         session.no_show_at = session.check_at + max(NO_SHOW_MARGIN_SECONDS, delay)
         self._deadlines.schedule(session, session.no_show_at)
-        spread = max(ESTIMATE_MIN_SPREAD_SECONDS, ESTIMATE_SPREAD * wait)
+        earliest, latest = announced_interval(now, start)
         wall_offset = self._clock.wall() - now
         return Queued(
             position=None if newcomer else ahead + 1,
             starts_at=start + wall_offset,
-            starts_earliest=max(now, start - spread) + wall_offset,
-            starts_latest=start + spread + wall_offset,
+            starts_earliest=earliest + wall_offset,
+            starts_latest=latest + wall_offset,
             check_at=session.check_at + wall_offset,
             retry_after=max(1, math.ceil(delay)),
             download_class=session.base_class,
@@ -1037,7 +1037,8 @@ class SchedulerCore:
             idle_releases_total=self._counters.idle_releases,
             preemptions_total=self._counters.preemptions,
             rejections_total=dict(self._counters.rejections),
-            estimate_error_seconds=self._estimate_error.snapshot(),
+            estimate_error_seconds=self._estimates.absolute().snapshot(),
+            estimate_accuracy=self._estimates.accuracy(),
             last_tick_seconds=self._last_tick_seconds,
             delivery_rate=self._current_rate(),
             queue_empty_in_seconds=empty_in,
@@ -1045,7 +1046,7 @@ class SchedulerCore:
         )
 
     def estimate_error(self) -> HistogramSnapshot:
-        return self._estimate_error.snapshot()
+        return self._estimates.absolute().snapshot()
 
     # ================================================================ introspection
     def debug_invariants(self) -> list[str]:

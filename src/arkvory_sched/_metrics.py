@@ -45,16 +45,27 @@ class _Family(NamedTuple):
     kind: type[GaugeMetricFamily] | type[CounterMetricFamily] | type[HistogramMetricFamily]
     documentation: str
     labels: tuple[str, ...] = ()
+    fleet: bool = False
+    """Fleet-wide: on a store shared by many processes, one process exports it (the
+    one whose stats say ``reports_fleet_figures``), so a sum over processes counts it
+    once. Every other family is this process's own and sums across processes."""
+
+
+_FLEET = " Fleet-wide: exported by one process of a shared queue."
+_PROCESS = " This process."
 
 
 # The whole catalogue, keyed by the name after the prefix. ``describe()`` exposes it so a
 # registry refuses a second collector with the same names instead of exporting them twice.
 _CATALOGUE: dict[str, _Family] = {
     "sessions": _Family(
-        GaugeMetricFamily, "Download sessions by class and state.", ("class", "state")
+        GaugeMetricFamily, "Download sessions by class and state.", ("class", "state"), fleet=True
     ),
     "oldest_wait_seconds": _Family(
-        GaugeMetricFamily, "How long the longest-waiting session of a class has waited.", ("class",)
+        GaugeMetricFamily,
+        "How long the longest-waiting session of a class has waited.",
+        ("class",),
+        fleet=True,
     ),
     "wait_seconds": _Family(
         HistogramMetricFamily, "Queue wait of sessions when they got a slot.", ("class",)
@@ -63,21 +74,37 @@ _CATALOGUE: dict[str, _Family] = {
         CounterMetricFamily, "Response bytes sent, by class.", ("class",)
     ),
     "admitted_total": _Family(CounterMetricFamily, "Responses admitted (session and per-request)."),
-    "completed_total": _Family(CounterMetricFamily, "Download sessions delivered in full."),
+    "completed_total": _Family(
+        CounterMetricFamily, "Download sessions delivered in full.", fleet=True
+    ),
     "no_shows_total": _Family(
-        CounterMetricFamily, "Waiting sessions dropped because the client stopped polling."
+        CounterMetricFamily,
+        "Waiting sessions dropped because the client stopped polling.",
+        fleet=True,
     ),
     "idle_releases_total": _Family(
-        CounterMetricFamily, "Active sessions whose slot was released after idling."
+        CounterMetricFamily, "Active sessions whose slot was released after idling.", fleet=True
     ),
     "preemptions_total": _Family(
-        CounterMetricFamily, "Slots taken back for a more urgent or long-waiting session."
+        CounterMetricFamily,
+        "Slots taken back for a more urgent or long-waiting session.",
+        fleet=True,
     ),
     "rejections_total": _Family(
         CounterMetricFamily, "Requests turned away busy, by reason.", ("reason",)
     ),
     "estimate_error_seconds": _Family(
         HistogramMetricFamily, "Absolute difference between first estimated and actual start."
+    ),
+    "estimate_signed_error_seconds": _Family(
+        HistogramMetricFamily,
+        "Actual minus announced start, per wait; negative: started earlier than announced.",
+    ),
+    "estimate_relative_error": _Family(
+        HistogramMetricFamily, "Absolute start error over the announced wait, per wait."
+    ),
+    "estimate_inside_interval_total": _Family(
+        CounterMetricFamily, "Starts inside the interval announced with their estimate."
     ),
     "held_requests": _Family(
         GaugeMetricFamily, "Requests without a download id held by the server before queueing."
@@ -86,10 +113,12 @@ _CATALOGUE: dict[str, _Family] = {
     "per_request_active": _Family(GaugeMetricFamily, "Responses admitted per request in flight."),
     "per_request_waiting": _Family(GaugeMetricFamily, "Requests waiting for a per-request place."),
     "delivery_rate_bytes_per_second": _Family(
-        GaugeMetricFamily, "Measured delivery rate the estimates are based on."
+        GaugeMetricFamily, "Measured delivery rate the estimates are based on.", fleet=True
     ),
     "queue_empty_in_seconds": _Family(
-        GaugeMetricFamily, "Forecast until the queue is empty; absent when nothing waits."
+        GaugeMetricFamily,
+        "Forecast until the queue is empty; absent when nothing waits.",
+        fleet=True,
     ),
     "session_slots": _Family(GaugeMetricFamily, "Download sessions that may be active at once."),
     "strategy": _Family(
@@ -149,32 +178,47 @@ class SchedulerMetrics(Collector):
     def describe(self) -> Iterator[Metric]:
         """The names this collector exports, without samples (for collision checks)."""
         for key, family in _CATALOGUE.items():
-            yield family.kind(METRIC_PREFIX + key, family.documentation, labels=family.labels)
+            yield family.kind(METRIC_PREFIX + key, _documentation(family), labels=family.labels)
 
 
 def scheduler_families(stats: SchedulerStats) -> Iterator[Metric]:
-    """The metric families of one stats snapshot (everything except ``held_requests``)."""
-    per_class = sorted(stats.per_class.items(), key=lambda item: item[0].rank)
+    """The metric families of one stats snapshot (everything except ``held_requests``).
 
+    Fleet-wide families only when the snapshot says this process reports them.
+    """
+    if stats.reports_fleet_figures:
+        yield from _fleet_families(stats)
+    yield from _process_families(stats)
+
+
+def _fleet_families(stats: SchedulerStats) -> Iterator[Metric]:
     sessions = _gauge("sessions")
     oldest = _gauge("oldest_wait_seconds")
-    waits = _histogram("wait_seconds")
-    delivered = _counter("bytes_delivered_total")
-    for cls, class_stats in per_class:
+    for cls, class_stats in sorted(stats.per_class.items(), key=lambda item: item[0].rank):
         counts = (class_stats.waiting, class_stats.active, class_stats.paused)
         for state, count in zip(SESSION_STATES, counts, strict=True):
             sessions.add_metric([cls.value, state], float(count))
         oldest.add_metric([cls.value], class_stats.oldest_wait_seconds)
-        snapshot = class_stats.wait_seconds
-        waits.add_metric([cls.value], _buckets(snapshot), snapshot.total)
-        delivered.add_metric([cls.value], float(class_stats.bytes_delivered))
-    yield from (sessions, oldest, waits, delivered)
-
-    yield _counter("admitted_total", stats.admitted_total)
+    yield from (sessions, oldest)
     yield _counter("completed_total", stats.completed_total)
     yield _counter("no_shows_total", stats.no_shows_total)
     yield _counter("idle_releases_total", stats.idle_releases_total)
     yield _counter("preemptions_total", stats.preemptions_total)
+    yield _gauge("delivery_rate_bytes_per_second", stats.delivery_rate)
+    empty_in = stats.queue_empty_in_seconds
+    if empty_in is not None and math.isfinite(empty_in):
+        yield _gauge("queue_empty_in_seconds", empty_in)
+
+
+def _process_families(stats: SchedulerStats) -> Iterator[Metric]:
+    waits = _histogram("wait_seconds")
+    delivered = _counter("bytes_delivered_total")
+    for cls, class_stats in sorted(stats.per_class.items(), key=lambda item: item[0].rank):
+        snapshot = class_stats.wait_seconds
+        waits.add_metric([cls.value], _buckets(snapshot), snapshot.total)
+        delivered.add_metric([cls.value], float(class_stats.bytes_delivered))
+    yield from (waits, delivered)
+    yield _counter("admitted_total", stats.admitted_total)
 
     rejections = _counter("rejections_total")
     for reason in RejectReason:
@@ -185,14 +229,19 @@ def scheduler_families(stats: SchedulerStats) -> Iterator[Metric]:
     snapshot = stats.estimate_error_seconds
     estimate_error.add_metric([], _buckets(snapshot), snapshot.total)
     yield estimate_error
+    accuracy = stats.estimate_accuracy
+    for key, snapshot in (
+        ("estimate_signed_error_seconds", accuracy.signed_error_seconds),
+        ("estimate_relative_error", accuracy.relative_error),
+    ):
+        family = _histogram(key)
+        family.add_metric([], _buckets(snapshot), snapshot.total)
+        yield family
+    yield _counter("estimate_inside_interval_total", accuracy.inside_interval)
 
     yield _gauge("tick_duration_seconds", stats.last_tick_seconds)
     yield _gauge("per_request_active", stats.request_active)
     yield _gauge("per_request_waiting", stats.request_waiting)
-    yield _gauge("delivery_rate_bytes_per_second", stats.delivery_rate)
-    empty_in = stats.queue_empty_in_seconds
-    if empty_in is not None and math.isfinite(empty_in):
-        yield _gauge("queue_empty_in_seconds", empty_in)
     yield _gauge("session_slots", stats.sessions_limit)
     strategy = _gauge("strategy")
     strategy.add_metric([stats.strategy, stats.admission], 1.0)
@@ -236,6 +285,10 @@ def metrics_app(
     return app
 
 
+def _documentation(family: _Family) -> str:
+    return family.documentation + (_FLEET if family.fleet else _PROCESS)
+
+
 def _nobody_held() -> int:
     return 0
 
@@ -244,22 +297,24 @@ def _gauge(key: str, value: float | None = None) -> GaugeMetricFamily:
     family = _CATALOGUE[key]
     assert family.kind is GaugeMetricFamily, key
     if value is None:
-        return GaugeMetricFamily(METRIC_PREFIX + key, family.documentation, labels=family.labels)
-    return GaugeMetricFamily(METRIC_PREFIX + key, family.documentation, value=float(value))
+        return GaugeMetricFamily(METRIC_PREFIX + key, _documentation(family), labels=family.labels)
+    return GaugeMetricFamily(METRIC_PREFIX + key, _documentation(family), value=float(value))
 
 
 def _counter(key: str, value: float | None = None) -> CounterMetricFamily:
     family = _CATALOGUE[key]
     assert family.kind is CounterMetricFamily, key
     if value is None:
-        return CounterMetricFamily(METRIC_PREFIX + key, family.documentation, labels=family.labels)
-    return CounterMetricFamily(METRIC_PREFIX + key, family.documentation, value=float(value))
+        return CounterMetricFamily(
+            METRIC_PREFIX + key, _documentation(family), labels=family.labels
+        )
+    return CounterMetricFamily(METRIC_PREFIX + key, _documentation(family), value=float(value))
 
 
 def _histogram(key: str) -> HistogramMetricFamily:
     family = _CATALOGUE[key]
     assert family.kind is HistogramMetricFamily, key
-    return HistogramMetricFamily(METRIC_PREFIX + key, family.documentation, labels=family.labels)
+    return HistogramMetricFamily(METRIC_PREFIX + key, _documentation(family), labels=family.labels)
 
 
 def _buckets(snapshot: HistogramSnapshot) -> list[tuple[str, float]]:

@@ -22,6 +22,7 @@ __all__ = [
     "Delivered",
     "DeliveryOutcome",
     "DownloadRequest",
+    "EstimateAccuracy",
     "Failed",
     "Grant",
     "HistogramSnapshot",
@@ -235,6 +236,29 @@ class HistogramSnapshot:
 
 
 @dataclass(frozen=True, slots=True)
+class EstimateAccuracy:
+    """How true the announced start times were, one score per wait (R-EST-4).
+
+    ``signed_error_seconds`` is actual minus announced start (negative: started early),
+    ``relative_error`` the absolute error over the announced wait, ``inside_interval``
+    how many starts fell inside the interval announced with the estimate.
+    """
+
+    signed_error_seconds: HistogramSnapshot
+    relative_error: HistogramSnapshot
+    inside_interval: int
+
+    @property
+    def scored(self) -> int:
+        return self.signed_error_seconds.count
+
+    @property
+    def share_inside(self) -> float | None:
+        """The share of scored starts inside their interval; ``None`` before any."""
+        return self.inside_interval / self.scored if self.scored else None
+
+
+@dataclass(frozen=True, slots=True)
 class ClassStats:
     """Aggregates of one priority class; no ids of any kind (R-VIS-4)."""
 
@@ -244,6 +268,11 @@ class ClassStats:
     oldest_wait_seconds: float
     bytes_delivered: int
     wait_seconds: HistogramSnapshot
+
+
+_NO_OBSERVATIONS = HistogramSnapshot((), (), 0, 0.0)
+NO_ESTIMATES = EstimateAccuracy(_NO_OBSERVATIONS, _NO_OBSERVATIONS, 0)
+"""The accuracy of a scheduler that has scored no wait yet."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -267,6 +296,12 @@ class SchedulerStats:
     delivery_rate: float
     queue_empty_in_seconds: float | None
     closed: bool
+    estimate_accuracy: EstimateAccuracy = NO_ESTIMATES
+    reports_fleet_figures: bool = True
+    """Whether this snapshot's fleet-wide figures (sessions per class and state, the
+    session totals, the forecast) are this process's to export. A store shared by many
+    processes sets it on one of them only (the PostgreSQL leader), so a sum over the
+    processes counts each fleet-wide figure once."""
 
     @property
     def waiting(self) -> int:

@@ -117,6 +117,7 @@ class Session:
         "entry",
         "expiry_bucket",
         "first_estimate",
+        "first_estimate_at",
         "has_id",
         "in_flight",
         "interrupted",
@@ -171,6 +172,7 @@ class Session:
         self.mark_backup = False
         self.blocked_by: Session | None = None
         self.first_estimate: float | None = None
+        self.first_estimate_at = 0.0  # when first_estimate was announced
         self.slot_since = 0.0
         self.in_flight = 0
         self.interrupted = False

@@ -366,3 +366,16 @@ async def test_a_delivery_record_lost_to_an_outage_is_written_on_a_later_tick(
     await scheduler.tick()
     assert await active_slots(db) == 0, "written late, the delivery completed the session"
     assert (await scheduler.stats()).completed_total == 1
+
+
+async def test_one_process_of_the_fleet_reports_the_fleet_wide_figures(connect: Connect) -> None:
+    """Fleet-wide figures come from the shared tables: exported by every process, a sum
+    over the fleet would count them once per process (R-VIS-3)."""
+    clock = FakeClock()
+    first = await connect(clock=clock, node_id="node-a")
+    second = await connect(clock=clock, node_id="node-b")
+    for scheduler in (first, second, first, second):
+        await scheduler.tick()
+    reports = [(await s.stats()).reports_fleet_figures for s in (first, second)]
+    assert sorted(reports) == [False, True]
+    assert reports[0] is first.is_leader

@@ -32,6 +32,7 @@ from arkvory_sched import (
     SchedulerSettings,
     SchedulerStats,
 )
+from arkvory_sched._accuracy import EstimateScorer
 from arkvory_sched._metrics import SchedulerMetrics, StatsCache, metrics_app
 from arkvory_sched.testing import FakeClock
 
@@ -336,6 +337,75 @@ def test_non_finite_forecast_is_left_out() -> None:
     registry = CollectorRegistry()
     registry.register(SchedulerMetrics(lambda: stats))
     assert P + "queue_empty_in_seconds" not in families(generate_latest(registry).decode())
+
+
+FLEET_WIDE = {
+    "sessions",
+    "oldest_wait_seconds",
+    "completed_total",
+    "no_shows_total",
+    "idle_releases_total",
+    "preemptions_total",
+    "delivery_rate_bytes_per_second",
+    "queue_empty_in_seconds",
+}
+
+
+def _exported(stats: SchedulerStats) -> dict[str, Metric]:
+    registry = CollectorRegistry()
+    registry.register(SchedulerMetrics(lambda: stats))
+    return families(generate_latest(registry).decode())
+
+
+def test_fleet_wide_figures_are_exported_only_by_the_process_that_reports_them() -> None:
+    """A queue shared by N processes must not be counted N times by a sum over them."""
+    stats = dataclasses.replace(
+        _synthetic_stats(), queue_empty_in_seconds=12.0, completed_total=5, admitted_total=3
+    )
+    reporter = _exported(stats)
+    other_stats = dataclasses.replace(stats, reports_fleet_figures=False)
+    other = _exported(other_stats)
+    # The exposition parser names a counter's family without its ``_total``.
+    fleet = {P + name.removesuffix("_total") for name in FLEET_WIDE}
+    assert fleet <= set(reporter)
+    assert not fleet & set(other)
+    assert set(reporter) - set(other) == fleet
+    assert value(samples(generate_latest_of(other_stats)), "admitted_total") == 3
+
+
+def generate_latest_of(stats: SchedulerStats) -> str:
+    registry = CollectorRegistry()
+    registry.register(SchedulerMetrics(lambda: stats))
+    return generate_latest(registry).decode()
+
+
+def test_help_text_says_whether_a_figure_is_fleet_wide_or_this_process() -> None:
+    exported = _exported(dataclasses.replace(_synthetic_stats(), queue_empty_in_seconds=1.0))
+    for name, family in exported.items():
+        if name == P + "held_requests":
+            continue
+        fleet = {name.removesuffix("_total") for name in FLEET_WIDE}
+        scope = "Fleet-wide" if name.removeprefix(P) in fleet else "This process"
+        assert scope in family.documentation, (name, family.documentation)
+
+
+def test_estimate_accuracy_is_exported_signed_relative_and_inside() -> None:
+    scorer = EstimateScorer()
+    scorer.score(estimated_at=0.0, announced=100.0, started=95.0)  # early, inside ±12 s
+    scorer.score(estimated_at=0.0, announced=100.0, started=150.0)  # late, outside
+    stats = dataclasses.replace(_synthetic_stats(), estimate_accuracy=scorer.accuracy())
+    exported = _exported(stats)
+    # With negative buckets the exposition carries no _sum and _count (a sum of signed
+    # values is no size): the +Inf bucket counts the starts.
+    signed = {
+        sample.labels["le"]: sample.value
+        for sample in exported[P + "estimate_signed_error_seconds"].samples
+    }
+    assert (signed["-10.0"], signed["-2.0"], signed["30.0"], signed["+Inf"]) == (0, 1, 1, 2)
+    relative = histogram(exported[P + "estimate_relative_error"])
+    assert (relative.count, relative.total) == (2, 0.55)
+    text = generate_latest_of(stats)
+    assert value(samples(text), "estimate_inside_interval_total") == 1
 
 
 @pytest.mark.anyio

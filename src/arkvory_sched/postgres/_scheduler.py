@@ -34,12 +34,11 @@ from typing import Any
 import anyio
 import asyncpg
 
+from .._accuracy import EstimateScorer, announced_interval
 from .._classes import DownloadClass, applied_class, default_class
 from .._clock import Clock, SystemClock
 from .._core import (
     BACKUP_GRACE_SECONDS,
-    ESTIMATE_MIN_SPREAD_SECONDS,
-    ESTIMATE_SPREAD,
     NEWCOMER_CHECK_SECONDS,
     NO_SHOW_MARGIN_SECONDS,
     SHUTDOWN_RETRY_SECONDS,
@@ -186,7 +185,7 @@ class PostgresScheduler(DownloadScheduler):
         self._last_rate = 0.0
         self._bytes_by_class = [0] * CLASS_COUNT
         self._wait_histograms = [Histogram() for _ in range(CLASS_COUNT)]
-        self._estimate_error = Histogram()
+        self._estimates = EstimateScorer()
         self._admitted = 0
         self._rejections: dict[RejectReason, int] = {}
         self._last_tick_seconds = 0.0
@@ -661,8 +660,9 @@ class PostgresScheduler(DownloadScheduler):
         cls = DownloadClass.by_rank(session["base_class"])
         self._wait_histograms[cls.rank].observe(max(0.0, now - claimed["waiting_since"]))
         first_estimate = claimed["first_estimate"]
-        if first_estimate is not None:
-            self._estimate_error.observe(abs(now - first_estimate))
+        estimated_at = claimed.get("first_estimate_at")
+        if first_estimate is not None and estimated_at is not None:
+            self._estimates.score(estimated_at, first_estimate, now)
         return self._leases.remember(
             key,
             slot_no=claimed["slot_no"],
@@ -743,13 +743,13 @@ class PostgresScheduler(DownloadScheduler):
         check_at = now + delay
         no_show_at = check_at + max(NO_SHOW_MARGIN_SECONDS, delay)
         if not is_newcomer:  # a newcomer's row already says exactly this
-            await conn.execute(sql.RECORD_CHECK, key, check_at, no_show_at, start)
-        spread = max(ESTIMATE_MIN_SPREAD_SECONDS, ESTIMATE_SPREAD * wait)
+            await conn.execute(sql.RECORD_CHECK, key, check_at, no_show_at, start, now)
+        earliest, latest = announced_interval(now, start)
         return Queued(
             position=None if is_newcomer else ahead + 1,
             starts_at=start,
-            starts_earliest=max(now, start - spread),
-            starts_latest=start + spread,
+            starts_earliest=earliest,
+            starts_latest=latest,
             check_at=check_at,
             retry_after=max(1, math.ceil(delay)),
             download_class=cls,
@@ -1160,7 +1160,9 @@ class PostgresScheduler(DownloadScheduler):
             idle_releases_total=0 if counters is None else counters["idle_releases_total"],
             preemptions_total=0 if counters is None else counters["preemptions_total"],
             rejections_total=rejections,
-            estimate_error_seconds=self._estimate_error.snapshot(),
+            estimate_error_seconds=self._estimates.absolute().snapshot(),
+            estimate_accuracy=self._estimates.accuracy(),
+            reports_fleet_figures=self._leader.is_leader,
             last_tick_seconds=self._last_tick_seconds,
             delivery_rate=rate,
             queue_empty_in_seconds=empty_in,

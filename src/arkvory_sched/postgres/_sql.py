@@ -61,11 +61,12 @@ WITH free AS (
     SET state = 1, marked = false, mark_backup = false, slot_since = $7,
         last_activity = $7, interrupted = false
     FROM claimed WHERE d.session_key = $1
-    RETURNING d.queue_rank, d.order_key, d.waiting_since, d.first_estimate
+    RETURNING d.queue_rank, d.order_key, d.waiting_since, d.first_estimate,
+              d.first_estimate_at
 )
 SELECT claimed.slot_no, claimed.lease_token, claimed.lease_left,
        activated.queue_rank, activated.order_key, activated.waiting_since,
-       activated.first_estimate
+       activated.first_estimate, activated.first_estimate_at
 FROM claimed, activated
 """
 
@@ -151,7 +152,7 @@ RESUME_PAUSED: Final = """
 UPDATE download_session
 SET state = 0, queue_rank = base_class, order_key = $2, aging_since = $3, promote_at = $4,
     waiting_since = $3, check_at = $5, no_show_at = $6, marked = false, mark_backup = false,
-    paused_until = NULL
+    paused_until = NULL, first_estimate = NULL, first_estimate_at = NULL
 WHERE session_key = $1 AND state = 2
 """
 
@@ -206,7 +207,8 @@ UPDATE queue_state SET class_lengths = $1, waiting_bytes = $2, session_count = $
 
 RECORD_CHECK: Final = """
 UPDATE download_session
-SET check_at = $2, no_show_at = $3, first_estimate = coalesce(first_estimate, $4)
+SET check_at = $2, no_show_at = $3, first_estimate = coalesce(first_estimate, $4),
+    first_estimate_at = CASE WHEN first_estimate IS NULL THEN $5 ELSE first_estimate_at END
 WHERE session_key = $1 AND state = 0
 """
 
@@ -419,7 +421,7 @@ WITH yielder AS (
     UPDATE download_session
     SET state = 0, yield_requested = false, order_key = $2, aging_since = $3,
         promote_at = $4, waiting_since = $3, check_at = $5, no_show_at = $6,
-        marked = false, mark_backup = false
+        marked = false, mark_backup = false, first_estimate = NULL, first_estimate_at = NULL
     WHERE session_key = $1 AND state = 1
     RETURNING blocked_by
 )
