@@ -30,7 +30,8 @@ import uvicorn
 from arkvory_sched import DownloadScheduler
 
 from .._exceptions import SettingsError
-from .._settings import SchedulerSettings, _parse_rate, _parse_size, _UnparsableError
+from .._settings import SchedulerSettings
+from .._settings_parsing import UnparsableError, parse_rate, parse_size
 from ..postgres import DEFAULT_SCHEMA
 from ._app import build_app
 from ._auth import Principal, parse_tokens
@@ -176,8 +177,8 @@ def _write_random(path: Path, spec: ExampleFile) -> bool:
 
 def _byte_count(text: str, *, rate: bool) -> int:
     try:
-        value = _parse_rate(text) if rate else _parse_size(text)
-    except _UnparsableError as error:
+        value = parse_rate(text) if rate else parse_size(text)
+    except UnparsableError as error:
         raise argparse.ArgumentTypeError(f"{text!r}: expected {error.expected}") from None
     return value
 
