@@ -276,7 +276,8 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--gateway",
         action="store_true",
-        help="with --dsn: a read gateway, which neither migrates nor creates the ticket key",
+        help="a read gateway, which neither migrates nor creates the ticket key; needs --dsn "
+        "(a gateway with a queue of its own would lose queue positions)",
     )
 
     example = commands.add_parser("example", help="create an example directory to serve")
@@ -355,6 +356,16 @@ class DrainingServer(uvicorn.Server):
 
 
 def _serve(args: argparse.Namespace) -> int:
+    if args.gateway and args.dsn is None:
+        # Behind a load balancer a client's ranges reach different processes: a queue
+        # per process would grant slots the others do not see and lose positions
+        # (R-PG-4). Refuse rather than run the per-process queue silently.
+        return _fail(
+            "--gateway needs the shared queue: read gateways behind a load balancer must "
+            "share one queue, or each would keep its own slots and queue positions "
+            "(R-PG-4); pass --dsn URL (or set ARKVORY_DATABASE_URL) with the database "
+            "the writer uses, or leave out --gateway to run a single server"
+        )
     directory: Path = args.directory
     if not directory.is_dir():
         return _fail(f"{directory} is not a directory")
