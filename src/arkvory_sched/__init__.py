@@ -7,13 +7,7 @@ from __future__ import annotations
 
 from ._classes import DownloadClass, PrincipalKind, applied_class, default_class
 from ._clock import Clock, SystemClock
-from ._exceptions import (
-    ArkvoryError,
-    ConfigurationError,
-    InvalidRequestError,
-    SchedulerClosedError,
-    SettingsError,
-)
+from ._exceptions import ArkvoryError, ConfigurationError, InvalidRequestError, SettingsError
 from ._memory import InMemoryDownloadScheduler
 from ._metrics import metrics_app
 from ._middleware import DownloadSchedulerMiddleware
@@ -72,7 +66,6 @@ __all__ = [
     "RejectReason",
     "Rejected",
     "Resolver",
-    "SchedulerClosedError",
     "SchedulerSettings",
     "SchedulerStats",
     "SettingsError",

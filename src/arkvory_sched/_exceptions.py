@@ -1,12 +1,21 @@
 """Exceptions of ``arkvory_sched``.
 
-The whole tree::
+The whole tree (every class is raised somewhere; a test checks both)::
 
     ArkvoryError                 root of everything this package raises
     ├── SettingsError            a setting cannot work (``field`` names it) — HTTP 400
     │   └── ConfigurationError   … and it came from an environment variable (``variable``)
     ├── InvalidRequestError      a request field is malformed (``field``) — HTTP 400
-    └── SchedulerClosedError     the scheduler was closed; no new admissions
+    ├── MigrationError           a migration failed (``version``)      [arkvory_sched.postgres]
+    └── RevisionMismatchError    the settings record moved on — HTTP 409 [arkvory_sched.postgres]
+
+The two marked ``arkvory_sched.postgres`` are defined and exported there, beside the
+storage they belong to; only users of the PostgreSQL implementation meet them.
+
+Nothing else leaves the package through its public API. The text parsers' own
+``UnparsableError`` (a ``ValueError``, in ``_settings_parsing``) is turned into a
+:class:`ConfigurationError` by ``SchedulerSettings.from_env``. A closed scheduler raises
+nothing: it answers ``503`` busy (R-RES-4).
 """
 
 from __future__ import annotations
@@ -15,7 +24,6 @@ __all__ = [
     "ArkvoryError",
     "ConfigurationError",
     "InvalidRequestError",
-    "SchedulerClosedError",
     "SettingsError",
 ]
 
@@ -50,7 +58,3 @@ class InvalidRequestError(ArkvoryError, ValueError):
         super().__init__(f"{field}: {message}")
         self.field = field
         self.message = message
-
-
-class SchedulerClosedError(ArkvoryError):
-    """Raised by calls that need a running scheduler after ``close()``."""

@@ -25,6 +25,7 @@ from arkvory_sched.demo import build_app, create_example, load_ticket_key, main
 from arkvory_sched.demo._app import KEY_FILE_NAME
 from arkvory_sched.demo._auth import ANONYMOUS_LINK, parse_token, parse_tokens, principal_for
 from arkvory_sched.demo._cli import build_parser, example_files
+from arkvory_sched.postgres import PostgresScheduler
 
 MIB = 1024 * 1024
 Message = MutableMapping[str, Any]
@@ -258,6 +259,33 @@ def test_usage_errors_exit_2(
     assert main(argv) == 2
     assert "usage:" in capsys.readouterr().err
     assert recorder.instances == []
+
+
+def test_gateway_without_a_shared_queue_refuses_to_start(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], recorder: type[RecordingServer]
+) -> None:
+    # R-PG-4: a gateway with a per-process queue behind a load balancer loses positions.
+    assert main(["serve", str(tmp_path), "--gateway"]) == 2
+    err = capsys.readouterr().err
+    assert "--gateway needs the shared queue" in err
+    assert "--dsn" in err
+    assert "ARKVORY_DATABASE_URL" in err
+    assert recorder.instances == []
+    assert not (tmp_path / KEY_FILE_NAME).exists()
+
+
+def test_gateway_takes_its_shared_queue_from_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, recorder: type[RecordingServer]
+) -> None:
+    monkeypatch.setenv("ARKVORY_DATABASE_URL", "postgresql://nobody@127.0.0.1:1/none")
+    assert main(["serve", str(tmp_path), "--gateway"]) == 0
+    (server,) = recorder.instances
+    assert isinstance(server.scheduler, PostgresScheduler)
+
+
+def test_build_app_refuses_a_gateway_without_a_database(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="database_url"):
+        build_app(tmp_path, {}, writer=False)
 
 
 def test_help_exits_0(capsys: pytest.CaptureFixture[str]) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import json
 import math
 import re
@@ -16,17 +17,13 @@ from hypothesis import strategies as st
 
 from arkvory_sched._classes import DownloadClass
 from arkvory_sched._exceptions import ConfigurationError, SettingsError
-from arkvory_sched._settings import (
-    ENVIRONMENT_VARIABLES,
-    MIB,
-    OPERATOR_FIELDS,
-    EnvironmentVariable,
-    SchedulerSettings,
-    Strategy,
-    configuration_table,
-)
+from arkvory_sched._settings import MIB, OPERATOR_FIELDS, SchedulerSettings, Strategy
+from arkvory_sched._settings_env import configuration_table
+from arkvory_sched._settings_fields import FIELDS, SettingField
+from arkvory_sched._settings_parsing import UnparsableError, parse_rate, parse_size
 
-DOC = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"
+ROOT = Path(__file__).resolve().parents[2]
+DOC = ROOT / "docs" / "configuration.md"
 FIELD_NAMES = tuple(f.name for f in dataclasses.fields(SchedulerSettings) if f.name[0] != "_")
 
 
@@ -352,7 +349,7 @@ def test_an_empty_environment_gives_the_defaults() -> None:
 
 
 def test_empty_or_blank_variables_keep_the_default() -> None:
-    environ = {variable.name: "" for variable in ENVIRONMENT_VARIABLES}
+    environ = {setting.variable: "" for setting in FIELDS}
     environ["ARKVORY_DOWNLOAD_RESERVE"] = "   "
     assert SchedulerSettings.from_env(environ) == SchedulerSettings()
 
@@ -399,7 +396,7 @@ def test_each_variable_sets_its_field(
 
 def test_every_variable_is_read() -> None:
     read = {variable for variable, _, _, _ in ENV_VALUES}
-    assert read == {variable.name for variable in ENVIRONMENT_VARIABLES}
+    assert read == {setting.variable for setting in FIELDS}
 
 
 def test_session_slots_default_to_max_downloads() -> None:
@@ -529,7 +526,7 @@ def test_bad_environment_value_names_the_variable(variable: str, text: str, fiel
 
 def test_every_variable_has_a_bad_value_test() -> None:
     tested = {variable for variable, _, _ in BAD_ENV}
-    assert tested == {variable.name for variable in ENVIRONMENT_VARIABLES}
+    assert tested == {setting.variable for setting in FIELDS}
 
 
 def test_unparsable_environment_value_says_what_is_expected() -> None:
@@ -568,11 +565,54 @@ def test_reserve_that_does_not_fit_configured_sessions_blames_the_reserve() -> N
 
 
 def test_every_setting_has_exactly_one_variable() -> None:
-    fields = [variable.field for variable in ENVIRONMENT_VARIABLES]
+    fields = [setting.name for setting in FIELDS]
     assert sorted(fields) == sorted(FIELD_NAMES)
-    names = [variable.name for variable in ENVIRONMENT_VARIABLES]
+    names = [setting.variable for setting in FIELDS]
     assert len(set(names)) == len(names)
     assert all(re.fullmatch(r"ARKVORY_[A-Z_]+", name) for name in names)
+
+
+def test_the_field_list_is_the_dataclass_in_the_same_order() -> None:
+    assert tuple(setting.name for setting in FIELDS) == FIELD_NAMES
+
+
+def test_the_constructor_takes_exactly_the_fields() -> None:
+    parameters = inspect.signature(SchedulerSettings).parameters
+    assert tuple(parameters) == FIELD_NAMES
+    assert all(p.kind is inspect.Parameter.KEYWORD_ONLY for p in parameters.values())
+
+
+def test_fields_that_follow_a_rule_are_the_ones_with_an_optional_keyword() -> None:
+    parameters = inspect.signature(SchedulerSettings).parameters
+    optional = {name for name, p in parameters.items() if p.default is None}
+    assert optional == {setting.name for setting in FIELDS if setting.derive} | {"bandwidth"}
+
+
+def test_each_field_depends_only_on_fields_checked_before_it() -> None:
+    seen: set[str] = set()
+    for setting in FIELDS:
+        for other in (setting.depends_on, setting.falls_back_to):
+            assert other is None or other in FIELD_NAMES, setting.name
+        if setting.depends_on is not None:
+            assert setting.depends_on in seen, setting.name
+        seen.add(setting.name)
+
+
+def test_a_running_scheduler_keeps_what_sizes_memory_and_takes_the_rest() -> None:
+    running = SchedulerSettings(queue_limit=100, queue_per_principal=10, max_downloads=3)
+    new = SchedulerSettings(sessions=8, bandwidth=1000, transfer_queue_wait_seconds=5)
+    kept = new.keeping_environment_only(running)
+    assert (kept.queue_limit, kept.queue_per_principal, kept.max_downloads) == (100, 10, 3)
+    assert kept.transfer_queue_wait_seconds == running.transfer_queue_wait_seconds
+    assert kept.hold_seconds == running.hold_seconds
+    assert (kept.sessions, kept.bandwidth) == (8, 1000)
+
+
+def test_a_size_in_bits_is_refused_saying_why() -> None:
+    with pytest.raises(UnparsableError) as caught:
+        parse_rate("40Mb/s")
+    assert "bits" in caught.value.expected
+    assert parse_rate("40MB/s") == parse_size("40 MB") == 40_000_000
 
 
 # -- documentation ------------------------------------------------------------------------
@@ -581,11 +621,15 @@ def test_every_setting_has_exactly_one_variable() -> None:
 def test_configuration_doc_lists_every_variable() -> None:
     text = DOC.read_text(encoding="utf-8")
     rows = re.findall(r"^\| `(ARKVORY_[A-Z_]+)` \|", text, flags=re.MULTILINE)
-    assert rows == [variable.name for variable in ENVIRONMENT_VARIABLES]
+    assert rows == [setting.variable for setting in FIELDS]
 
 
 def test_configuration_doc_table_is_the_generated_one() -> None:
     assert configuration_table() in DOC.read_text(encoding="utf-8")
+
+
+def test_readme_configuration_table_is_the_generated_one() -> None:
+    assert configuration_table() in (ROOT / "README.md").read_text(encoding="utf-8")
 
 
 # -- changes (R-SET-2) --------------------------------------------------------------------
@@ -800,14 +844,14 @@ def test_a_byte_size_is_its_number_times_its_unit(number: int, unit: str, space:
     assert settings.session_min_bytes == number * factors[unit]
 
 
-@given(variable=st.sampled_from(ENVIRONMENT_VARIABLES), text=st.text(max_size=100))
+@given(setting=st.sampled_from(FIELDS), text=st.text(max_size=100))
 def test_any_environment_text_gives_settings_or_a_named_error(
-    variable: EnvironmentVariable, text: str
+    setting: SettingField, text: str
 ) -> None:
     try:
-        settings = SchedulerSettings.from_env({variable.name: text})
+        settings = SchedulerSettings.from_env({setting.variable: text})
     except ConfigurationError as error:
-        assert error.variable == variable.name
+        assert error.variable == setting.variable
         assert error.variable in error.message
     else:
         assert_invariants(settings)

@@ -162,10 +162,14 @@ def build_app(
     to :func:`load_ticket_key`. A ``scheduler`` passed in is used as is (tests).
     With ``database_url`` the queue is the PostgreSQL one shared by every process
     serving the same database and ``schema`` (the ticket key then lives there too);
-    ``writer=False`` makes a read gateway, which never migrates or creates the key.
+    ``writer=False`` makes a read gateway, which never migrates or creates the key;
+    it needs ``database_url``, since a gateway with a queue of its own would lose
+    positions behind a load balancer (R-PG-4), so without one it raises ``ValueError``.
     Raises :class:`ConfigurationError` for bad settings or a bad key.
     """
     root = Path(root).resolve()
+    if scheduler is None and not writer and database_url is None:
+        raise ValueError("a read gateway (writer=False) needs database_url: the shared queue")
     if scheduler is None:
         settings = scheduler_settings or SchedulerSettings.from_env()
         if bandwidth is not None and settings.bandwidth is None:

@@ -30,7 +30,8 @@ import uvicorn
 from arkvory_sched import DownloadScheduler
 
 from .._exceptions import SettingsError
-from .._settings import SchedulerSettings, _parse_rate, _parse_size, _UnparsableError
+from .._settings import SchedulerSettings
+from .._settings_parsing import UnparsableError, parse_rate, parse_size
 from ..postgres import DEFAULT_SCHEMA
 from ._app import build_app
 from ._auth import Principal, parse_tokens
@@ -176,8 +177,8 @@ def _write_random(path: Path, spec: ExampleFile) -> bool:
 
 def _byte_count(text: str, *, rate: bool) -> int:
     try:
-        value = _parse_rate(text) if rate else _parse_size(text)
-    except _UnparsableError as error:
+        value = parse_rate(text) if rate else parse_size(text)
+    except UnparsableError as error:
         raise argparse.ArgumentTypeError(f"{text!r}: expected {error.expected}") from None
     return value
 
@@ -275,7 +276,8 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--gateway",
         action="store_true",
-        help="with --dsn: a read gateway, which neither migrates nor creates the ticket key",
+        help="a read gateway, which neither migrates nor creates the ticket key; needs --dsn "
+        "(a gateway with a queue of its own would lose queue positions)",
     )
 
     example = commands.add_parser("example", help="create an example directory to serve")
@@ -354,6 +356,16 @@ class DrainingServer(uvicorn.Server):
 
 
 def _serve(args: argparse.Namespace) -> int:
+    if args.gateway and args.dsn is None:
+        # Behind a load balancer a client's ranges reach different processes: a queue
+        # per process would grant slots the others do not see and lose positions
+        # (R-PG-4). Refuse rather than run the per-process queue silently.
+        return _fail(
+            "--gateway needs the shared queue: read gateways behind a load balancer must "
+            "share one queue, or each would keep its own slots and queue positions "
+            "(R-PG-4); pass --dsn URL (or set ARKVORY_DATABASE_URL) with the database "
+            "the writer uses, or leave out --gateway to run a single server"
+        )
     directory: Path = args.directory
     if not directory.is_dir():
         return _fail(f"{directory} is not a directory")
