@@ -1,0 +1,381 @@
+"""One random sequence of requests, deliveries and clock steps through both stores.
+
+The in-memory scheduler and the PostgreSQL scheduler implement one policy, so the same
+clients doing the same things at the same (fake) times must get the same answers: which
+request was admitted, queued or turned away (and why), in the same order. A seeded
+generator writes each sequence — newcomers of several principals, classes and sizes,
+waiting clients coming back with their ticket, active clients reading their next range,
+deliveries, interruptions, idle pauses, ticks and clock steps — and a small runner plays
+it through each implementation with a :class:`FakeClock` of its own set to the same
+times.
+
+ADR 0017 names the differences a shared store is allowed; :func:`normalised` removes
+exactly those from the logs before they are compared (queue positions, and requests
+between ticks in the first test), and nothing else. Divergences that are not allowed
+and not yet fixed are marked ``xfail`` with the issue they belong to.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import deque
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+import pytest
+
+from arkvory_sched import (
+    Admitted,
+    ByteRange,
+    Decision,
+    Delivered,
+    DownloadRequest,
+    DownloadScheduler,
+    Grant,
+    InMemoryDownloadScheduler,
+    Interrupted,
+    PrincipalKind,
+    Queued,
+    RangeKind,
+    SchedulerSettings,
+)
+from arkvory_sched.postgres import PostgresScheduler
+from arkvory_sched.testing import FakeClock
+from tests.pg import drop_schema, new_schema, require_database
+
+from .conftest import TICKET_KEYS
+
+pytestmark = pytest.mark.anyio
+
+MIB = 1024 * 1024
+RANGE = 8 * MIB
+
+
+@dataclass(frozen=True, slots=True)
+class Client:
+    """One downloading program; its requests differ only in range and ticket."""
+
+    name: str
+    principal: str
+    kind: PrincipalKind
+    size: int
+    download_id: str | None
+    requested_class: str | None = None
+
+    @property
+    def ranges(self) -> int:
+        return -(-self.size // RANGE)
+
+    def request(self, index: int, ticket: str | None) -> DownloadRequest:
+        start = (index % self.ranges) * RANGE
+        return DownloadRequest(
+            principal=self.principal,
+            principal_kind=self.kind,
+            object_id=f"objects/{self.name}.bin",
+            object_size=self.size,
+            byte_range=ByteRange(start, min(self.size, start + RANGE), RangeKind.BOUNDED),
+            download_id=self.download_id,
+            client_address=f"192.0.2.{len(self.name)}",
+            requested_class=self.requested_class,
+            ticket=ticket,
+        )
+
+
+PRINCIPALS: tuple[tuple[str, PrincipalKind, str | None], ...] = (
+    ("ann", PrincipalKind.PERSON, None),  # interactive
+    ("bob", PrincipalKind.PERSON, "bulk"),  # a person lowering to bulk
+    ("ci", PrincipalKind.SERVICE, None),  # release
+    ("fleet", PrincipalKind.SERVICE, "bulk"),
+    ("mirror", PrincipalKind.SERVICE, "background"),
+    ("link-7", PrincipalKind.LINK, None),  # release
+)
+SIZES = (20 * MIB, 40 * MIB, 72 * MIB)
+
+OpKind = Literal["admit", "deliver", "interrupt", "tick", "advance"]
+
+
+@dataclass(frozen=True, slots=True)
+class Op:
+    """One step: a client asks (``admit``) or ends a response, or time moves."""
+
+    kind: OpKind
+    client: int = -1
+    seconds: float = 0.0
+
+
+def generate(
+    seed: int, steps: int = 120, *, tick_before_requests: bool = False
+) -> tuple[list[Client], list[Op]]:
+    """A client pool and a sequence of steps; depends on ``seed`` alone.
+
+    With ``tick_before_requests`` every request follows a tick, as in production where
+    ticks come every 500 ms; ADR 0017 says why the estimates need it.
+    """
+    rng = random.Random(seed)
+    clients: list[Client] = []
+    for index in range(rng.randint(5, 9)):
+        principal, kind, lowered = rng.choice(PRINCIPALS)
+        clients.append(
+            Client(
+                name=f"c{index}-{principal}",
+                principal=principal,
+                kind=kind,
+                size=rng.choice(SIZES),
+                download_id=None if rng.random() < 0.2 else f"dl-{index}",
+                requested_class=lowered,
+            )
+        )
+    ops: list[Op] = []
+    for _ in range(steps):
+        roll = rng.random()
+        if roll < 0.40:
+            if tick_before_requests and (not ops or ops[-1].kind != "tick"):
+                ops.append(Op("tick"))
+            ops.append(Op("admit", rng.randrange(len(clients))))
+        elif roll < 0.60:
+            ops.append(Op("deliver", rng.randrange(len(clients))))
+        elif roll < 0.65:
+            ops.append(Op("interrupt", rng.randrange(len(clients))))
+        elif roll < 0.80:
+            ops.append(Op("tick"))
+        else:
+            seconds = rng.choice((0.5, 1.0, 1.0, 2.0, 3.0, 6.0, 31.0, 65.0, 130.0))
+            ops.append(Op("advance", seconds=seconds))
+    return clients, ops
+
+
+def differential_settings(*, preempt: bool = True) -> SchedulerSettings:
+    """Few slots, a short queue and a one-minute aging, so every rule shows in 120 steps."""
+    return SchedulerSettings(
+        sessions=3,
+        reserve=0,
+        per_principal=1,
+        ranges_per_session=2,
+        idle_seconds=30.0,
+        aging_minutes=1.0,
+        preempt=preempt,
+        max_downloads=2,
+        transfer_queue_limit=4,
+        transfer_queue_per_principal=2,
+        transfer_queue_wait_seconds=0.0,
+        queue_limit=7,
+        queue_per_principal=3,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """What one client was told at one step (no times: they may differ by design)."""
+
+    step: int
+    client: str
+    decision: str  # "admitted", "queued", "rejected:<reason>"
+    position: int | None = None
+
+
+@dataclass(slots=True)
+class Runner:
+    """Plays a sequence through one scheduler, as its clients would see it."""
+
+    scheduler: DownloadScheduler
+    clock: FakeClock
+    clients: Sequence[Client]
+    log: list[Entry] = field(default_factory=list)
+    tickets: dict[int, str] = field(default_factory=dict)
+    asked: dict[int, int] = field(default_factory=dict)
+    in_flight: dict[int, deque[Grant]] = field(default_factory=dict)
+
+    async def play(self, ops: Sequence[Op]) -> list[Entry]:
+        for step, op in enumerate(ops):
+            await self.step(step, op)
+        for grants in self.in_flight.values():
+            while grants:
+                await self.scheduler.report(grants.popleft(), Interrupted())
+        return self.log
+
+    async def step(self, step: int, op: Op) -> None:
+        if op.kind == "tick":
+            await self.scheduler.tick()
+        elif op.kind == "advance":
+            self.clock.advance(op.seconds)
+        elif op.kind == "admit":
+            await self.admit(step, op.client)
+        else:
+            grants = self.in_flight.get(op.client)
+            if grants:
+                grant = grants.popleft()
+                outcome = Delivered(grant.byte_range) if op.kind == "deliver" else Interrupted()
+                await self.scheduler.report(grant, outcome)
+
+    async def admit(self, step: int, index: int) -> None:
+        client = self.clients[index]
+        asked = self.asked.get(index, 0)
+        decision = await self.scheduler.admit(client.request(asked, self.tickets.get(index)))
+        self.log.append(Entry(step, client.name, describe(decision), position_of(decision)))
+        if isinstance(decision, Admitted):
+            self.asked[index] = asked + 1
+            self.in_flight.setdefault(index, deque()).append(decision.grant)
+        ticket = decision.ticket if isinstance(decision, Admitted | Queued) else None
+        if ticket is not None:
+            self.tickets[index] = ticket
+
+
+def describe(decision: Decision) -> str:
+    if isinstance(decision, Admitted):
+        return "admitted"
+    if isinstance(decision, Queued):
+        return "queued"
+    return f"rejected:{decision.reason.value}"
+
+
+def position_of(decision: Decision) -> int | None:
+    return decision.position if isinstance(decision, Queued) else None
+
+
+def normalised(log: Sequence[Entry]) -> list[tuple[int, str, str]]:
+    """The log without what ADR 0017 allows to differ: queue positions (estimates of
+    a snapshot) are not compared; who was admitted, queued or refused, and why, is."""
+    return [(entry.step, entry.client, entry.decision) for entry in log]
+
+
+@pytest.fixture
+async def postgres_schema() -> AsyncIterator[tuple[str, str]]:
+    url = require_database()
+    schema = await new_schema("diff")
+    try:
+        yield url, schema
+    finally:
+        await drop_schema(schema)
+
+
+async def run_memory(
+    clients: Sequence[Client], ops: Sequence[Op], settings: SchedulerSettings
+) -> list[Entry]:
+    clock = FakeClock()
+    scheduler = InMemoryDownloadScheduler(settings, clock=clock, ticket_keys=TICKET_KEYS)
+    try:
+        return await Runner(scheduler, clock, clients).play(ops)
+    finally:
+        await scheduler.close()
+
+
+async def run_postgres(
+    url: str,
+    schema: str,
+    clients: Sequence[Client],
+    ops: Sequence[Op],
+    settings: SchedulerSettings,
+) -> list[Entry]:
+    clock = FakeClock()
+    scheduler = await PostgresScheduler.connect(
+        url,
+        schema=schema,
+        settings=settings,
+        clock=clock,
+        ticket_keys=TICKET_KEYS,
+        migrate=False,
+        pool_size=2,
+    )
+    try:
+        return await Runner(scheduler, clock, clients).play(ops)
+    finally:
+        await scheduler.close()
+        await scheduler.disconnect()
+
+
+def first_difference(left: Sequence[object], right: Sequence[object]) -> str:
+    for index, (a, b) in enumerate(zip(left, right, strict=False)):
+        if a != b:
+            return f"entry {index}: memory {a} / postgres {b}"
+    return f"lengths {len(left)} / {len(right)}"
+
+
+SEEDS = range(4)
+# Not strict, and why: the PostgreSQL store's decisions still depend on real time (the
+# snapshot is cached for 0.5 s of time.monotonic(), a yield request reaches the
+# holder's cached lease at its next heartbeat, one real second later), so one seed
+# diverges on one run and agrees on the next. Make it strict (and drop this mark) once
+# every decision reads the injected clock (#16, point 3).
+REAL_TIME = pytest.mark.xfail(
+    strict=False,
+    reason="#16: PostgreSQL decisions depend on real time (snapshot cache, lease renewal);"
+    " positions, checkAt and R-RES-1 counts diverge (ADR 0017, 'not allowed')",
+)
+
+
+async def compare(
+    url: str, schema: str, seed: int, *, tick_before_requests: bool, preempt: bool = False
+) -> tuple[list[Entry], list[Entry]]:
+    clients, ops = generate(seed, tick_before_requests=tick_before_requests)
+    settings = differential_settings(preempt=preempt)
+    memory = await run_memory(clients, ops, settings)
+    postgres = await run_postgres(url, schema, clients, ops, settings)
+    return memory, postgres
+
+
+@REAL_TIME
+@pytest.mark.parametrize("seed", SEEDS)
+async def test_both_stores_admit_the_same_requests_in_the_same_order(
+    seed: int, postgres_schema: tuple[str, str]
+) -> None:
+    """The differences ADR 0017 allows removed: a tick before every request."""
+    memory, postgres = await compare(*postgres_schema, seed, tick_before_requests=True)
+    left, right = normalised(memory), normalised(postgres)
+    assert left == right, first_difference(left, right)
+
+
+@REAL_TIME
+@pytest.mark.parametrize("seed", SEEDS)
+async def test_both_stores_decide_alike_between_ticks(
+    seed: int, postgres_schema: tuple[str, str]
+) -> None:
+    """Requests between ticks: admissions and bounds must not depend on the snapshot."""
+    memory, postgres = await compare(*postgres_schema, seed, tick_before_requests=False)
+    left, right = normalised(memory), normalised(postgres)
+    assert left == right, first_difference(left, right)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="#16: positions after a tick differ (PostgreSQL's stride count is not the "
+    "in-memory fair queue's order)",
+)
+async def test_positions_right_after_a_tick_are_the_same(
+    postgres_schema: tuple[str, str],
+) -> None:
+    memory, postgres = await compare(*postgres_schema, 1, tick_before_requests=True)
+    left = [(e.step, e.client, e.decision, e.position) for e in memory]
+    right = [(e.step, e.client, e.decision, e.position) for e in postgres]
+    assert left == right, first_difference(left, right)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="#16: a PostgreSQL holder learns of a yield request only when its cached "
+    "lease is renewed (a heartbeat, in real time), so it keeps admitting ranges",
+)
+async def test_a_preempted_session_yields_at_its_next_range_on_both_stores(
+    postgres_schema: tuple[str, str],
+) -> None:
+    """Minimal sequence: a bulk holder for 65 s, three slots full, a person arrives."""
+    clients = [
+        Client("holder", "fleet", PrincipalKind.SERVICE, 40 * MIB, "dl-1", "bulk"),
+        Client("link", "link-7", PrincipalKind.LINK, 20 * MIB, "dl-5"),
+        Client("tool", "fleet", PrincipalKind.SERVICE, 20 * MIB, None, "bulk"),
+        Client("person", "ann", PrincipalKind.PERSON, 72 * MIB, "dl-4"),
+    ]
+    ops = [
+        Op("admit", 0),
+        Op("advance", seconds=65.0),
+        Op("admit", 1),
+        Op("admit", 2),
+        Op("admit", 3),
+        Op("tick"),  # preempts the holder: bulk, with an id, held for over a minute
+        Op("admit", 0),  # its next range: it yields and waits again
+    ]
+    settings = differential_settings(preempt=True)
+    memory = await run_memory(clients, ops, settings)
+    postgres = await run_postgres(*postgres_schema, clients, ops, settings)
+    assert memory[-1].decision == "queued"
+    assert normalised(memory) == normalised(postgres), first_difference(memory, postgres)
