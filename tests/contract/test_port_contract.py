@@ -24,6 +24,7 @@ from arkvory_sched import (
     DownloadClass,
     DownloadRequest,
     DownloadScheduler,
+    EstimateAccuracy,
     Failed,
     HistogramSnapshot,
     Interrupted,
@@ -556,7 +557,9 @@ async def test_configure_keeps_environment_only_fields(make_scheduler: MakeSched
 def _leaves(value: object, path: str = "stats") -> list[tuple[str, object]]:
     """Every leaf of a stats value; only aggregates may appear (R-VIS-4)."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        assert isinstance(value, SchedulerStats | ClassStats | HistogramSnapshot), path
+        assert isinstance(
+            value, SchedulerStats | ClassStats | HistogramSnapshot | EstimateAccuracy
+        ), path
         found: list[tuple[str, object]] = []
         for item in dataclasses.fields(value):
             found += _leaves(getattr(value, item.name), f"{path}.{item.name}")

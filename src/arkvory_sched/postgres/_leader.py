@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import asyncpg
 
 from .._classes import DownloadClass
+from .._clock import Clock
 from .._core import (
     FALLBACK_RATE,
     FINISHING_SOON_SECONDS,
@@ -48,7 +49,7 @@ class QueueShape:
     lengths: tuple[int, ...]
     waiting_bytes: float
     sessions: int
-    counted_at: float  # monotonic
+    counted_at: float  # the process's monotonic clock: a cache's age, not a decision
 
     def reusable(self, real: float) -> bool:
         return (
@@ -77,13 +78,15 @@ class QueueLeader:
         lease_seconds: float,
         leader_seconds: float,
         heartbeat_seconds: float,
+        clock: Clock,
     ) -> None:
         self._node = node
+        self._clock = clock  # queue time: the grace before reaping is a decision
         self._lease_seconds = lease_seconds
         self._leader_seconds = leader_seconds
         self._heartbeat_seconds = heartbeat_seconds
         self.token: int | None = None
-        self.since = 0.0  # when this process became leader (monotonic)
+        self.since = 0.0  # when this process became leader (queue time)
         self._next_round_cleanup = 0.0
         self._shape: QueueShape | None = None
 
@@ -102,7 +105,7 @@ class QueueLeader:
             self.token = None
             return False
         if self.token != token:
-            self.since = time.monotonic()
+            self.since = self._clock.monotonic()
             log.info("node %s leads the queue (token %s)", self._node, token)
         self.token = token
         return True
@@ -118,7 +121,12 @@ class QueueLeader:
         last_trouble: float,
         closed: bool = False,
     ) -> LeaderOutcome:
-        """Reap, release idle, expire, age, refresh estimates and mark — fenced."""
+        """Reap, release idle, expire, age, refresh estimates and mark — fenced.
+
+        ``now`` and ``last_trouble`` are queue time (the scheduler's clock).
+        """
+        # The process's own clock only for its caches' ages (the shape count, the round
+        # cleanup): measuring, not deciding.
         real = time.monotonic()
         counted: QueueShape | None = None  # kept once the tick that counted it commits
         async with conn.transaction():
@@ -130,8 +138,8 @@ class QueueLeader:
             # A new leader, or one that just had database trouble, first gives every
             # holder a full lease period to renew: it frees nothing a live peer holds.
             if (
-                real - self.since >= self._lease_seconds
-                and real - last_trouble >= self._lease_seconds
+                now - self.since >= self._lease_seconds
+                and now - last_trouble >= self._lease_seconds
             ):
                 reaped = await conn.fetchval(sql.REAP_EXPIRED, self._lease_seconds)
             released = await self._release_idle(conn, settings, now, in_flight)

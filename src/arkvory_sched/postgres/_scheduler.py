@@ -12,9 +12,13 @@ Where the state lives (ADR 0010):
   aging, estimates and marking the next waiters. Every process ticks (heartbeat,
   lease renewal, settings refresh) and any process can become leader.
 
-Queue times (arrival, activity, estimates) are fleet time: the injected clock's wall
-side, which must agree across nodes to about a second (NTP). Lease times are the
-database clock only, so a wrong node clock can never free or keep a slot by itself.
+Queue times (arrival, activity, no-shows, pauses, aging, marks, estimates) are the
+clock's monotonic side: in production a :class:`DatabaseClock`, the database's time
+carried between heartbeats by the local monotonic clock, so every node agrees on it to
+within a round trip and a wall-clock step on one node changes nothing (R-RES-5). The
+wall side is used only for tickets and announced start times, converted as in memory.
+A clock passed in (tests: one ``FakeClock`` for every instance) must likewise be one
+clock for the whole fleet. Lease times are the database clock only (``now()``).
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ import asyncpg
 
 from .._accuracy import EstimateScorer, announced_interval
 from .._classes import DownloadClass, applied_class, default_class
-from .._clock import Clock, SystemClock
+from .._clock import Clock
 from .._core import (
     BACKUP_GRACE_SECONDS,
     NEWCOMER_CHECK_SECONDS,
@@ -71,6 +75,7 @@ from .._settings import SchedulerSettings, Strategy
 from .._tickets import TicketSigner
 from .._ticking import next_tick_delay
 from . import _sql as sql
+from ._db_clock import DatabaseClock
 from ._estimates import (
     QueueSnapshot,
     busy_retry_after,
@@ -129,6 +134,7 @@ class PostgresScheduler(DownloadScheduler):
     settings), then run ``tick()`` periodically on every process — the middleware's
     lifespan does. ``disconnect()`` after ``close()`` leaves the fleet and closes the
     pool. ``writer=False`` makes a read gateway: it never creates the ticket key.
+    Without a ``clock``, queue time is the database's (:class:`DatabaseClock`).
     """
 
     def __init__(
@@ -156,7 +162,12 @@ class PostgresScheduler(DownloadScheduler):
         self._schema = validate_schema(schema)
         self._environment = settings or SchedulerSettings.from_env()
         self._settings = self._environment
-        self._clock = clock or SystemClock()
+        # Queue time for the whole fleet: the database's, unless another clock is passed
+        # in. A DatabaseClock (made here, or passed in) is fed by every heartbeat.
+        self._db_clock = clock if isinstance(clock, DatabaseClock) else None
+        if clock is None:
+            clock = self._db_clock = DatabaseClock()
+        self._clock = clock
         self._explicit_keys = tuple(ticket_keys) if ticket_keys else ()
         self._signer = TicketSigner(self._explicit_keys) if self._explicit_keys else None
         self._node = node_id or f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
@@ -199,6 +210,7 @@ class PostgresScheduler(DownloadScheduler):
             lease_seconds=lease_seconds,
             leader_seconds=leader_seconds,
             heartbeat_seconds=HEARTBEAT_SECONDS,
+            clock=self._clock,
         )
         self._last_trouble = -math.inf
 
@@ -297,7 +309,8 @@ class PostgresScheduler(DownloadScheduler):
         async with self._acquire() as conn:
             await conn.execute(sql.ENSURE_SLOTS, self._settings.sessions)
             await conn.execute(sql.ANALYZE_SLOTS)
-            await conn.execute(sql.HEARTBEAT, self._node, 0.0)
+            await self._heartbeat(conn, 0.0)
+        # The process's own schedule of re-reads, not a queue decision: local time.
         self._next_heartbeat = time.monotonic() + HEARTBEAT_SECONDS
         self._prepared = True
         if self._owns_pool:
@@ -398,7 +411,7 @@ class PostgresScheduler(DownloadScheduler):
         lease.in_flight += 1
         self._next_token += 1
         token = self._next_token
-        now = self._clock.wall()
+        now = self._clock.monotonic()
         self._grants[token] = _SessionGrant(lease, byte_range, lease.download_class, now, now)
         self._admitted += 1
         grant = Grant(token, "session", lease.download_class, byte_range, lease.key)
@@ -407,7 +420,7 @@ class PostgresScheduler(DownloadScheduler):
     async def _admit_session(
         self, request: DownloadRequest, key: bytes, cls: DownloadClass, has_id: bool
     ) -> Decision:
-        now = self._clock.wall()
+        now = self._clock.monotonic()
         async with self._kept_connection() as conn:
             if self._closed:
                 row = await conn.fetchrow(sql.SESSION_WITH_LEASE, key)
@@ -495,7 +508,7 @@ class PostgresScheduler(DownloadScheduler):
         It waits again with its arrival (not its aging), blocked while the head it
         yielded to waits; the head is marked to take the slot at its next poll.
         """
-        now = self._clock.wall()
+        now = self._clock.monotonic()
         rank = row["base_class"]
         check_at = now + NEWCOMER_CHECK_SECONDS
         async with conn.transaction():
@@ -535,13 +548,13 @@ class PostgresScheduler(DownloadScheduler):
         instead of ten round trips; a session that exists comes back as stored.
         """
         settings = self._settings
-        now_ms = int(now * 1000)
+        now_ms = int(self._clock.wall() * 1000)  # tickets are wall time (R-RES-5)
         arrival_ms = now_ms
         if self._signer is not None and request.ticket:
             signed = self._signer.verify(request.ticket, key, now_ms)
             if signed is not None and signed <= now_ms:
                 arrival_ms = signed
-        arrival = arrival_ms / 1000.0
+        arrival = now - (now_ms - arrival_ms) / 1000.0  # the ticket's age in queue time
         rank = cls.rank
         order_key = (
             smallest_first_key(request.object_size, arrival, settings.aging_minutes * 60.0)
@@ -745,12 +758,13 @@ class PostgresScheduler(DownloadScheduler):
         if not is_newcomer:  # a newcomer's row already says exactly this
             await conn.execute(sql.RECORD_CHECK, key, check_at, no_show_at, start, now)
         earliest, latest = announced_interval(now, start)
+        wall_offset = self._clock.wall() - now  # announced times are wall time (R-RES-5)
         return Queued(
             position=None if is_newcomer else ahead + 1,
-            starts_at=start,
-            starts_earliest=earliest,
-            starts_latest=latest,
-            check_at=check_at,
+            starts_at=start + wall_offset,
+            starts_earliest=earliest + wall_offset,
+            starts_latest=latest + wall_offset,
+            check_at=check_at + wall_offset,
             retry_after=max(1, math.ceil(delay)),
             download_class=cls,
             ticket=await self._session_ticket(conn, key, now, newcomer),
@@ -770,7 +784,7 @@ class PostgresScheduler(DownloadScheduler):
             )
         if arrival_ms is None:
             return None
-        return self._signer.issue(key, arrival_ms, max(int(now * 1000), arrival_ms))
+        return self._signer.issue(key, arrival_ms, max(int(self._clock.wall() * 1000), arrival_ms))
 
     def _lease_ticket(self, lease: Lease, now: float) -> str | None:
         """As in memory: an active session's ticket is re-signed at most once a minute."""
@@ -779,7 +793,9 @@ class PostgresScheduler(DownloadScheduler):
         if lease.ticket is not None and now - lease.ticket_issued < TICKET_REUSE_SECONDS:
             return lease.ticket
         lease.ticket = self._signer.issue(
-            lease.key, lease.arrival_wall_ms, max(int(now * 1000), lease.arrival_wall_ms)
+            lease.key,
+            lease.arrival_wall_ms,
+            max(int(self._clock.wall() * 1000), lease.arrival_wall_ms),
         )
         lease.ticket_issued = now
         return lease.ticket
@@ -799,7 +815,7 @@ class PostgresScheduler(DownloadScheduler):
         self, conn: asyncpg.Connection, *, fresh: bool = False
     ) -> QueueSnapshot:
         """The leader's last tick plus the slot table, cached for half a second."""
-        real = time.monotonic()
+        real = time.monotonic()  # the cache's age, measured on the process's clock
         if not fresh and self._snapshot is not None and real < self._snapshot_until:
             return self._snapshot
         snapshot = await read_snapshot(conn)
@@ -827,7 +843,7 @@ class PostgresScheduler(DownloadScheduler):
             return
         lease = state.lease
         lease.in_flight = max(0, lease.in_flight - 1)
-        now = self._clock.wall()
+        now = self._clock.monotonic()
         counted = None
         if isinstance(outcome, Delivered):
             counted = outcome.byte_range or state.byte_range
@@ -899,9 +915,9 @@ class PostgresScheduler(DownloadScheduler):
         if nbytes <= 0:
             return
         now = self._clock.monotonic()
-        started = now - max(0.0, self._clock.wall() - state.last_progress)
+        started = now - max(0.0, now - state.last_progress)
         self._rate.record(started, now, nbytes)
-        state.last_progress = self._clock.wall()
+        state.last_progress = now
         self._bytes_by_class[state.download_class.rank] += nbytes
 
     async def wait_for_change(self, timeout: float) -> None:
@@ -918,7 +934,7 @@ class PostgresScheduler(DownloadScheduler):
 
     # ------------------------------------------------------------------ tick
     async def tick(self) -> TickReport:
-        started = time.perf_counter()
+        started = time.perf_counter()  # measures the tick (not a decision)
         expired = marked = 0
         preempted = False
         try:
@@ -931,7 +947,7 @@ class PostgresScheduler(DownloadScheduler):
                     outcome = await self._leader.tick(
                         conn,
                         settings=self._settings,
-                        now=self._clock.wall(),
+                        now=self._clock.monotonic(),
                         in_flight=self._leases.in_flight_keys(),
                         local_rate=self._local_rate(),
                         last_trouble=self._last_trouble,
@@ -966,19 +982,27 @@ class PostgresScheduler(DownloadScheduler):
 
     async def _fleet_duties(self, conn: asyncpg.Connection) -> None:
         """Every process: heartbeat, renew held leases, refresh settings and key."""
-        real = time.monotonic()
+        real = time.monotonic()  # the process's own schedule of re-reads, not a decision
         if real >= self._next_heartbeat:
             self._next_heartbeat = real + HEARTBEAT_SECONDS
-            await conn.execute(sql.HEARTBEAT, self._node, self._local_rate())
+            await self._heartbeat(conn, self._local_rate())
             in_flight = self._leases.in_flight_keys()
             if in_flight:
                 # A response still streaming is activity, wherever it streams from.
-                await conn.execute(sql.TOUCH_SESSIONS, in_flight, self._clock.wall())
+                await conn.execute(sql.TOUCH_SESSIONS, in_flight, self._clock.monotonic())
             await self._renew_leases(conn)
         if real >= self._next_settings_read:
             await self.refresh_settings()
         if self._signer is None and real >= self._next_key_read:
             await self.refresh_ticket_key()
+
+    async def _heartbeat(self, conn: asyncpg.Connection, rate: float) -> None:
+        """The fleet's heartbeat; the database time it returns keeps the queue clock."""
+        beat = conn.fetchval(sql.HEARTBEAT, self._node, rate)
+        if self._db_clock is None:
+            await beat
+        else:
+            await self._db_clock.refresh(beat)
 
     async def _renew_leases(self, conn: asyncpg.Connection) -> None:
         held = self._leases.held()
@@ -1111,7 +1135,7 @@ class PostgresScheduler(DownloadScheduler):
             if self._last_stats is not None:
                 return replace(self._last_stats, closed=self._closed)
             rows, counters, remaining = [], None, []
-        now = self._clock.wall()
+        now = self._clock.monotonic()
         counts = [[0, 0, 0] for _ in range(CLASS_COUNT)]
         oldest: list[float | None] = [None] * CLASS_COUNT
         for row in rows:
@@ -1196,7 +1220,7 @@ class PostgresScheduler(DownloadScheduler):
             await self._pool.close()
 
     def _trouble(self, error: BaseException) -> None:
-        self._last_trouble = time.monotonic()
+        self._last_trouble = self._clock.monotonic()
         log.warning("database trouble on node %s: %s", self._node, error)
 
     def debug_leases(self) -> list[Lease]:

@@ -237,9 +237,11 @@ WHERE session_key = ANY($1::bytea[]) AND state = 1
 
 # ----------------------------------------------------------------------------- fleet
 
+# Returns the database's clock: the sample that keeps a node's queue time (DatabaseClock).
 HEARTBEAT: Final = """
 INSERT INTO fleet_node (node_id, rate) VALUES ($1, $2)
 ON CONFLICT (node_id) DO UPDATE SET heartbeat_at = now(), rate = excluded.rate
+RETURNING extract(epoch FROM clock_timestamp())::float8
 """
 
 LEAVE_FLEET: Final = "DELETE FROM fleet_node WHERE node_id = $1"
