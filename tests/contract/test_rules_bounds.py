@@ -39,7 +39,9 @@ async def test_queue_limit_rejects_beyond_the_limit_without_growing(
     make_scheduler: MakeScheduler,
 ) -> None:
     """R-RES-1: sessions in total (active, waiting and paused) are bounded."""
-    scheduler = await make_scheduler(contract_settings(sessions=1, queue_limit=4, queue_per_principal=4))
+    scheduler = await make_scheduler(
+        contract_settings(sessions=1, queue_limit=4, queue_per_principal=4)
+    )
     holder = await admitted(scheduler, big("holder", "dl-h"))
     for index in range(3):
         await queued(scheduler, big(f"waiter-{index}", "dl-w"))
