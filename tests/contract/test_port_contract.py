@@ -20,7 +20,6 @@ from arkvory_sched import (
     ByteRange,
     ClassStats,
     Decision,
-    Delivered,
     DownloadClass,
     DownloadRequest,
     DownloadScheduler,
@@ -39,93 +38,22 @@ from arkvory_sched import (
 )
 from arkvory_sched.testing import FakeClock
 
+from ._requests import (
+    BIG,
+    MIB,
+    SMALL,
+    admitted,
+    big,
+    chunk,
+    deliver,
+    queued,
+    rejected,
+    small,
+    ticket_arrival,
+)
 from .conftest import MakeScheduler, contract_settings
 
 pytestmark = pytest.mark.anyio
-
-MIB = 1024 * 1024
-RANGE = 8 * MIB
-BIG = 40 * MIB  # five 8 MiB ranges, well above the 16 MiB session threshold
-SMALL = 1 * MIB
-
-
-def big(
-    principal: str = "ci-bot",
-    download_id: str | None = "dl-1",
-    *,
-    byte_range: ByteRange | None = None,
-    ticket: str | None = None,
-    kind: PrincipalKind = PrincipalKind.SERVICE,
-    object_id: str = "releases/app-2.4.iso",
-    requested_class: str | None = None,
-    address: str = "192.0.2.10",
-) -> DownloadRequest:
-    return DownloadRequest(
-        principal=principal,
-        principal_kind=kind,
-        object_id=object_id,
-        object_size=BIG,
-        byte_range=byte_range,
-        download_id=download_id,
-        client_address=address,
-        requested_class=requested_class,
-        ticket=ticket,
-    )
-
-
-def small(
-    principal: str = "ci-bot",
-    *,
-    kind: PrincipalKind = PrincipalKind.SERVICE,
-    requested_class: str | None = None,
-    download_id: str | None = None,
-) -> DownloadRequest:
-    return DownloadRequest(
-        principal=principal,
-        principal_kind=kind,
-        object_id="docs/readme.txt",
-        object_size=SMALL,
-        download_id=download_id,
-        client_address="192.0.2.20",
-        requested_class=requested_class,
-    )
-
-
-def chunk(index: int, size: int = BIG) -> ByteRange:
-    start = index * RANGE
-    return ByteRange(start, min(size, start + RANGE), RangeKind.BOUNDED)
-
-
-async def admitted(scheduler: DownloadScheduler, request: DownloadRequest) -> Admitted:
-    decision = await scheduler.admit(request)
-    assert isinstance(decision, Admitted), decision
-    return decision
-
-
-async def queued(scheduler: DownloadScheduler, request: DownloadRequest) -> Queued:
-    decision = await scheduler.admit(request)
-    assert isinstance(decision, Queued), decision
-    return decision
-
-
-async def rejected(scheduler: DownloadScheduler, request: DownloadRequest) -> Rejected:
-    decision = await scheduler.admit(request)
-    assert isinstance(decision, Rejected), decision
-    assert decision.retry_after >= 1
-    return decision
-
-
-async def deliver(scheduler: DownloadScheduler, decision: Admitted) -> None:
-    await scheduler.report(decision.grant, Delivered(decision.grant.byte_range))
-
-
-def ticket_arrival(ticket: str | None) -> str:
-    """The arrival field of a ``2.<arrival>.<issued>.<signature>`` ticket (R-TICKET-1)."""
-    assert ticket is not None
-    version, arrival, _issued, _signature = ticket.split(".")
-    assert version == "2"
-    return arrival
-
 
 # ---------------------------------------------------------------------- sessions
 

@@ -1,0 +1,172 @@
+"""Requests and answers of the contract suite: building GETs, asserting decisions.
+
+Shared by every ``test_*`` module of the suite, so that each one reads as the rules it
+proves. Only the async port and the :class:`FakeClock` are used: no implementation's
+internals.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from arkvory_sched import (
+    Admitted,
+    ByteRange,
+    Delivered,
+    DownloadRequest,
+    DownloadScheduler,
+    PrincipalKind,
+    Queued,
+    RangeKind,
+    Rejected,
+)
+from arkvory_sched.testing import FakeClock
+
+__all__ = [
+    "BIG",
+    "MIB",
+    "RANGE",
+    "SMALL",
+    "admitted",
+    "big",
+    "chunk",
+    "deliver",
+    "keep_polling",
+    "queued",
+    "rejected",
+    "serve_next",
+    "small",
+    "ticket_arrival",
+]
+
+MIB = 1024 * 1024
+RANGE = 8 * MIB
+BIG = 40 * MIB  # five 8 MiB ranges, well above the 16 MiB session threshold
+SMALL = 1 * MIB
+
+
+def big(
+    principal: str = "ci-bot",
+    download_id: str | None = "dl-1",
+    *,
+    byte_range: ByteRange | None = None,
+    ticket: str | None = None,
+    kind: PrincipalKind = PrincipalKind.SERVICE,
+    object_id: str = "releases/app-2.4.iso",
+    requested_class: str | None = None,
+    address: str = "192.0.2.10",
+    size: int = BIG,
+) -> DownloadRequest:
+    return DownloadRequest(
+        principal=principal,
+        principal_kind=kind,
+        object_id=object_id,
+        object_size=size,
+        byte_range=byte_range,
+        download_id=download_id,
+        client_address=address,
+        requested_class=requested_class,
+        ticket=ticket,
+    )
+
+
+def small(
+    principal: str = "ci-bot",
+    *,
+    kind: PrincipalKind = PrincipalKind.SERVICE,
+    requested_class: str | None = None,
+    download_id: str | None = None,
+) -> DownloadRequest:
+    return DownloadRequest(
+        principal=principal,
+        principal_kind=kind,
+        object_id="docs/readme.txt",
+        object_size=SMALL,
+        download_id=download_id,
+        client_address="192.0.2.20",
+        requested_class=requested_class,
+    )
+
+
+def chunk(index: int, size: int = BIG) -> ByteRange:
+    start = index * RANGE
+    return ByteRange(start, min(size, start + RANGE), RangeKind.BOUNDED)
+
+
+async def admitted(scheduler: DownloadScheduler, request: DownloadRequest) -> Admitted:
+    decision = await scheduler.admit(request)
+    assert isinstance(decision, Admitted), decision
+    return decision
+
+
+async def queued(scheduler: DownloadScheduler, request: DownloadRequest) -> Queued:
+    decision = await scheduler.admit(request)
+    assert isinstance(decision, Queued), decision
+    return decision
+
+
+async def rejected(scheduler: DownloadScheduler, request: DownloadRequest) -> Rejected:
+    decision = await scheduler.admit(request)
+    assert isinstance(decision, Rejected), decision
+    assert decision.retry_after >= 1
+    return decision
+
+
+async def deliver(scheduler: DownloadScheduler, decision: Admitted) -> None:
+    await scheduler.report(decision.grant, Delivered(decision.grant.byte_range))
+
+
+def ticket_arrival(ticket: str | None) -> str:
+    """The arrival field of a ``2.<arrival>.<issued>.<signature>`` ticket (R-TICKET-1)."""
+    assert ticket is not None
+    version, arrival, _issued, _signature = ticket.split(".")
+    assert version == "2"
+    return arrival
+
+
+async def keep_polling(
+    scheduler: DownloadScheduler,
+    clock: FakeClock,
+    waiters: Sequence[DownloadRequest],
+    seconds: float,
+    *,
+    every: float = 20.0,
+) -> None:
+    """Let ``seconds`` of queue time pass, a tick every ``every`` seconds and each waiter
+    polling after it, so that none of them becomes a no-show (the margin is 30 s after
+    ``checkAt``, R-SESS-7); all must stay queued."""
+    elapsed = 0.0
+    while elapsed < seconds:
+        step = min(every, seconds - elapsed)
+        clock.advance(step)
+        elapsed += step
+        await scheduler.tick()
+        for waiter in waiters:
+            await queued(scheduler, waiter)
+
+
+async def serve_next(
+    scheduler: DownloadScheduler,
+    clock: FakeClock,
+    waiters: list[DownloadRequest],
+    *,
+    complete: bool = True,
+) -> tuple[DownloadRequest, Admitted]:
+    """Who the queue serves next when the only slot is free: a tick marks the waiter,
+    then the waiters ask, and the one admitted is taken out of ``waiters``.
+
+    The order in which they ask does not matter: only the marked waiter may take the
+    slot (back-ups wait out a poll period first, R-SESS-12). With ``complete`` its
+    whole download is delivered at once, freeing the slot for the next call.
+    """
+    clock.advance(0.5)
+    await scheduler.tick()
+    for waiter in waiters:
+        decision = await scheduler.admit(waiter)
+        if isinstance(decision, Admitted):
+            waiters.remove(waiter)
+            if complete:
+                await deliver(scheduler, decision)
+            return waiter, decision
+        assert isinstance(decision, Queued), decision
+    raise AssertionError("no waiter got the free slot")
