@@ -22,10 +22,6 @@ pytestmark = pytest.mark.anyio
 FAST = 1024 * MIB  # bytes/s: a 40 MiB download ends in 0.04 s of the estimate
 
 
-@diverges_on_postgres(
-    "#16: a resumed session is scored against its first wait's estimate "
-    "(first_estimate is never reset): total error of two waits 77.9 s, expected 26.5 s"
-)
 async def test_estimate_error_is_scored_per_wait_also_for_a_resumed_session(
     make_scheduler: MakeScheduler, clock: FakeClock
 ) -> None:
@@ -141,10 +137,6 @@ async def test_forecast_counts_active_and_waiting_bytes(
     assert (await scheduler.stats()).queue_empty_in_seconds == pytest.approx(expected, abs=1.0)
 
 
-@diverges_on_postgres(
-    "#16: the leader judges idle, no-show and pause expiry on the wall clock: +1 h idles out "
-    "a holder active 10 s ago and expires the waiter; -1 h keeps an idle holder's slot"
-)
 @pytest.mark.parametrize("jump", [3600.0, -3600.0], ids=["forward", "backward"])
 async def test_wall_clock_jump_neither_expires_waiters_nor_holds_or_frees_slots(
     make_scheduler: MakeScheduler, clock: FakeClock, jump: float
