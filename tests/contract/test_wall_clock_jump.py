@@ -16,8 +16,8 @@ import pytest
 from arkvory_sched import Admitted, DownloadScheduler, Interrupted, Queued
 from arkvory_sched.testing import FakeClock
 
+from ._requests import admitted, big, chunk, deliver, queued
 from .conftest import MakeScheduler, contract_settings
-from .test_port_contract import admitted, big, chunk, deliver, queued
 
 pytestmark = pytest.mark.anyio
 
