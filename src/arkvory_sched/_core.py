@@ -61,7 +61,6 @@ from .policy import (
     SHUTDOWN_RETRY_SECONDS,
     TAIL_ONLY_HOLD_SECONDS,
     TICKET_REUSE_SECONDS,
-    YieldCandidate,
     YieldHead,
     backup_may_take_slot,
     busy_retry_after,
@@ -617,28 +616,16 @@ class SchedulerCore:
         head = self._first_eligible_waiter()
         if head is None or self._slot_free_for(head):
             return False
-        chosen = choose_victim(
-            (
-                YieldCandidate(
-                    session,
-                    session.principal.name,
-                    session.base_class.rank,
-                    session.principal.active,
-                    session.slot_since,
-                    session.has_id,
-                    session.yield_requested,
-                )
-                for session in self._active.values()
-            ),
+        victim = choose_victim(
+            self._active.values(),
             YieldHead(
                 head.principal.name, head.queue_rank, head.interactive, head.principal.active
             ),
             now=now,
             per_principal=settings.per_principal,
         )
-        if chosen is None:
+        if victim is None:
             return False
-        victim = chosen.ref
         victim.yield_requested = True
         victim.blocked_by = head
         self._pending_yield = victim

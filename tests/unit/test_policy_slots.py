@@ -97,10 +97,10 @@ def test_a_back_up_waits_one_poll_period_after_a_release() -> None:
     assert backup_may_take_slot(NOW + BACKUP_GRACE_SECONDS, NOW)
 
 
-def holder(name: str, rank: int, **changes: object) -> YieldCandidate[str]:
+def holder(name: str, rank: int, **changes: object) -> YieldCandidate:
     values: dict[str, object] = {
-        "ref": name,
-        "principal": name,
+        "ref": name.encode(),
+        "principal_name": name,
         "base_rank": rank,
         "principal_active": 1,
         "slot_since": NOW - PREEMPT_MIN_HOLD_SECONDS,
@@ -114,9 +114,9 @@ def holder(name: str, rank: int, **changes: object) -> YieldCandidate[str]:
 RELEASE_HEAD = YieldHead("head", 1, interactive=False, principal_active=0)
 
 
-def victim(candidates: list[YieldCandidate[str]], head: YieldHead = RELEASE_HEAD) -> str | None:
+def victim(candidates: list[YieldCandidate], head: YieldHead = RELEASE_HEAD) -> str | None:
     chosen = choose_victim(candidates, head, now=NOW, per_principal=2)
-    return None if chosen is None else chosen.ref
+    return None if chosen is None else chosen.principal_name
 
 
 def test_a_lower_class_protocol_client_held_a_minute_yields() -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import NamedTuple, Protocol, TypeVar
 
 from ._constants import (
     BACKUP_GRACE_SECONDS,
@@ -24,6 +24,7 @@ __all__ = [
     "MarkBudget",
     "YieldCandidate",
     "YieldHead",
+    "YieldHolder",
     "backup_may_take_slot",
     "choose_marks",
     "choose_victim",
@@ -155,12 +156,32 @@ class YieldHead:
     principal_active: int
 
 
-@dataclass(frozen=True, slots=True)
-class YieldCandidate(Generic[T]):
-    """An active session as preemption sees it; ``ref`` is the store's handle of it."""
+class YieldHolder(Protocol):
+    """An active session as preemption sees it (read only).
 
-    ref: T
-    principal: str
+    The in-memory store passes its sessions as they are (no value built per tick);
+    the PostgreSQL leader passes a :class:`YieldCandidate` per active row.
+    """
+
+    @property
+    def principal_name(self) -> str: ...
+    @property
+    def base_rank(self) -> int: ...
+    @property
+    def principal_active(self) -> int: ...
+    @property
+    def slot_since(self) -> float: ...
+    @property
+    def has_id(self) -> bool: ...
+    @property
+    def yield_requested(self) -> bool: ...
+
+
+class YieldCandidate(NamedTuple):
+    """A :class:`YieldHolder` from plain values; ``ref`` is the store's handle of it."""
+
+    ref: bytes
+    principal_name: str
     base_rank: int
     principal_active: int
     slot_since: float
@@ -168,9 +189,12 @@ class YieldCandidate(Generic[T]):
     yield_requested: bool
 
 
+H = TypeVar("H", bound=YieldHolder)
+
+
 def choose_victim(
-    candidates: Iterable[YieldCandidate[T]], head: YieldHead, *, now: float, per_principal: int
-) -> YieldCandidate[T] | None:
+    candidates: Iterable[H], head: YieldHead, *, now: float, per_principal: int
+) -> H | None:
     """R-PREEMPT-1..3: the active session asked to yield its slot to ``head``, or None.
 
     Only a protocol client (with a download id) not already asked, of another
@@ -180,11 +204,11 @@ def choose_victim(
     then the one holding its slot longest.
     """
     head_below_share = head.principal_active < per_principal
-    victim: YieldCandidate[T] | None = None
+    victim: H | None = None
     for candidate in candidates:
         if not candidate.has_id or candidate.yield_requested:
             continue
-        if candidate.principal == head.principal:
+        if candidate.principal_name == head.principal:
             continue
         if now - candidate.slot_since < PREEMPT_MIN_HOLD_SECONDS:
             continue
