@@ -3,25 +3,17 @@
 A waiting client is told a start time and an interval around it. When the session gets
 its slot, the wait is scored against what that wait announced — not against an earlier
 wait of the same download (a resumed or yielded session waits again and is told anew).
-Both stores keep an :class:`EstimateScorer`; the rules of the interval live here once.
+Both stores keep an :class:`EstimateScorer`; the interval is the policy's
+(:func:`~arkvory_sched.policy.estimate_interval`), the one both stores announce.
 """
 
 from __future__ import annotations
 
 from ._histogram import Histogram
 from ._model import EstimateAccuracy
+from .policy import estimate_interval
 
-__all__ = [
-    "ESTIMATE_MIN_SPREAD_SECONDS",
-    "ESTIMATE_SPREAD",
-    "RELATIVE_ERROR_BUCKETS",
-    "SIGNED_ERROR_BUCKETS",
-    "EstimateScorer",
-    "announced_interval",
-]
-
-ESTIMATE_SPREAD = 0.12  # the announced interval is ±12 % of the wait …
-ESTIMATE_MIN_SPREAD_SECONDS = 2.0  # … and never narrower than ±2 s
+__all__ = ["RELATIVE_ERROR_BUCKETS", "SIGNED_ERROR_BUCKETS", "EstimateScorer"]
 
 # actual − announced start, seconds: negative buckets are starts earlier than announced.
 SIGNED_ERROR_BUCKETS: tuple[float, ...] = (
@@ -29,15 +21,6 @@ SIGNED_ERROR_BUCKETS: tuple[float, ...] = (
 )  # fmt: skip
 # |actual − announced| over the announced wait (at least one second).
 RELATIVE_ERROR_BUCKETS: tuple[float, ...] = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0)
-
-
-def announced_interval(estimated_at: float, start: float) -> tuple[float, float]:
-    """The interval announced with ``start`` at ``estimated_at`` (R-EST-2).
-
-    ±12 % of the wait and at least ±2 s; never earlier than the moment of the estimate.
-    """
-    spread = max(ESTIMATE_MIN_SPREAD_SECONDS, ESTIMATE_SPREAD * (start - estimated_at))
-    return max(estimated_at, start - spread), start + spread
 
 
 class EstimateScorer:
@@ -58,7 +41,7 @@ class EstimateScorer:
         self._absolute.observe(abs(error))
         self._signed.observe(error)
         self._relative.observe(abs(error) / max(1.0, announced - estimated_at))
-        earliest, latest = announced_interval(estimated_at, announced)
+        earliest, latest = estimate_interval(announced, estimated_at)
         if earliest <= started <= latest:
             self._inside += 1
 

@@ -9,23 +9,23 @@ Rules of this file:
   and ``configure`` when it must re-key the queue for another strategy.
 * Nothing grows without a bound: a request beyond a limit is answered ``Rejected``.
 
-The async :class:`InMemoryDownloadScheduler` wraps this class; the simulation and the
-hypothesis state machine drive it directly.
+The rules it applies — order, eligibility, marks, preemption, estimates — are the
+policy's (:mod:`arkvory_sched.policy`, ADR 0016): this class gathers their inputs from
+its live structures and applies the results. The async :class:`InMemoryDownloadScheduler`
+wraps this class; the simulation and the hypothesis state machine drive it directly.
 """
 
 from __future__ import annotations
 
 import itertools
 import math
-import re
 from dataclasses import dataclass, field
 
-from ._accuracy import EstimateScorer, announced_interval
+from ._accuracy import EstimateScorer
 from ._classes import DownloadClass, PrincipalKind, applied_class, default_class
 from ._clock import Clock
 from ._deadlines import DeadlineBuckets
-from ._exceptions import InvalidRequestError
-from ._fairqueue import CLASS_COUNT, FairQueue
+from ._fairqueue import FairQueue
 from ._histogram import Histogram
 from ._intervals import DeliveredRanges
 from ._model import (
@@ -39,7 +39,6 @@ from ._model import (
     Grant,
     HistogramSnapshot,
     Queued,
-    RangeKind,
     Rejected,
     RejectReason,
     SchedulerStats,
@@ -47,7 +46,6 @@ from ._model import (
 from ._rate import PeakRateMeter
 from ._request_queue import RequestQueue
 from ._session import (
-    MAX_DOWNLOAD_ID_LENGTH,
     PrincipalRecord,
     Session,
     SessionKeys,
@@ -56,31 +54,41 @@ from ._session import (
 )
 from ._settings import SchedulerSettings, Strategy
 from ._tickets import TicketSigner
+from .policy import (
+    CLASS_COUNT,
+    MARK_SCAN_SLACK,
+    NEWCOMER_CHECK_SECONDS,
+    PAUSE_RETENTION_SECONDS,
+    SHUTDOWN_RETRY_SECONDS,
+    TAIL_ONLY_HOLD_SECONDS,
+    TICKET_REUSE_SECONDS,
+    YieldHead,
+    backup_may_take_slot,
+    busy_retry_after,
+    check_delay,
+    choose_marks,
+    choose_victim,
+    estimate_interval,
+    estimate_rate,
+    estimate_start,
+    finish_table,
+    finishing_soon,
+    marking_budget,
+    no_show_at,
+    over_share_with_contenders,
+    request_retry_after,
+    sets_start,
+    slot_free_for,
+    uses_sessions,
+    validated_download_id,
+)
 
 __all__ = ["GrantState", "PendingRequest", "SchedulerCore", "TickOutcome"]
 
-# Timing constants of the design (SPEC §3, §6, §8). Not settings: they shape the protocol.
-PAUSE_RETENTION_SECONDS = 600.0  # R-SESS-9
-TAIL_ONLY_HOLD_SECONDS = 5.0  # R-SESS-10
-FINISHING_SOON_SECONDS = 5.0  # R-SESS-12
-PREEMPT_MIN_HOLD_SECONDS = 60.0  # R-PREEMPT-1
-NEWCOMER_CHECK_SECONDS = 2.0  # R-EST-3
-MIN_CHECK_SECONDS = 2.0
-HEAD_MIN_CHECK_SECONDS = 1.0
-MAX_CHECK_SECONDS = 300.0
-NO_SHOW_MARGIN_SECONDS = 30.0  # R-SESS-7: how late a client may come back
-SHUTDOWN_RETRY_SECONDS = 5
-FALLBACK_RATE = 100 * 1024 * 1024  # bytes/s assumed before anything was measured
-MARK_SCAN_SLACK = 4096
-TICKET_REUSE_SECONDS = 60.0
-_JITTER_LOW, _JITTER_HIGH = 0.9, 1.1
-BACKUP_GRACE_SECONDS = 1.5  # one poll period of the first marked waiters, plus jitter
 # Enum members bound once (why: _model.py, next to RangeKind).
 _WAITING, _ACTIVE = SessionState.WAITING, SessionState.ACTIVE
 _PAUSED, _GONE = SessionState.PAUSED, SessionState.GONE
 _SHARED = Strategy.SHARED
-_BOUNDED = RangeKind.BOUNDED
-_DOWNLOAD_ID = re.compile(r"[A-Za-z0-9._:~+/=-]+")
 
 
 @dataclass(slots=True)
@@ -207,12 +215,12 @@ class SchedulerCore:
     def admit(self, request: DownloadRequest) -> Decision | PendingRequest:
         """Decide one GET (see ``DownloadScheduler.admit``); never blocks."""
         now = self._clock.monotonic()
-        download_id = _validated_download_id(request.download_id)
+        download_id = validated_download_id(request.download_id)
         base = request.base_class or default_class(request.principal_kind)
         cls = applied_class(base, request.requested_class)
-        uses_sessions = self._uses_sessions(request.object_size)
+        sessions = uses_sessions(self._settings, request.object_size)
         key: bytes | None = None
-        if uses_sessions or self._holds_slot(request.principal):
+        if sessions or self._holds_slot(request.principal):
             # A small object hashes no key unless its principal holds a slot: only then
             # can the request belong to an active session (the key contains the principal).
             # Remembered: the fast path has just looked for the same key when it stepped
@@ -220,7 +228,7 @@ class SchedulerCore:
             key = self._keys.key(
                 request.principal, request.object_id, download_id, request.client_address
             )
-        if key is None or (not uses_sessions and key not in self._active):
+        if key is None or (not sessions and key not in self._active):
             # R-STRAT-4: after a switch to shared (or a raised threshold) new work goes
             # per request, but an active session keeps its slot until it ends.
             return self._admit_per_request(request.principal, cls, request.effective_range, now)
@@ -248,10 +256,6 @@ class SchedulerCore:
             self._activate(session, now)
             return self._admit_range(session, byte_range, now)
         return self._queued(session, now, newcomer=False)
-
-    def _uses_sessions(self, size: int) -> bool:
-        settings = self._settings
-        return settings.strategy is not _SHARED and size > settings.session_min_bytes
 
     def _holds_slot(self, principal: str) -> bool:
         """Whether ``principal`` has an active session (a dictionary lookup, no hashing)."""
@@ -295,7 +299,7 @@ class SchedulerCore:
             return None  # admit answers shutting down, or lets an active session finish
         if base_class is None:
             base_class = default_class(principal_kind)
-        if self._uses_sessions(object_size):
+        if uses_sessions(self._settings, object_size):
             session = self._sessions.get(
                 self._keys.key(principal, object_id, download_id, client_address)
             )
@@ -307,7 +311,7 @@ class SchedulerCore:
                 applied_class(base_class, requested_class)
             return self._further_range_now(session, object_size, byte_range)
         if download_id is not None:
-            _validated_download_id(download_id)
+            validated_download_id(download_id)
         cls = base_class if requested_class is None else applied_class(base_class, requested_class)
         if self._active and self._holds_slot(principal):
             key = session_key(principal, object_id, download_id, client_address)
@@ -484,7 +488,9 @@ class SchedulerCore:
             # request must not pin the start below where a resuming client continues,
             # and a read walking back from the tail may be admitted before the read it
             # follows is reported (R-SESS-8).
-            if _sets_start(session, state.byte_range):
+            delivered = session.delivered
+            last = None if delivered is None else delivered.last()
+            if sets_start(state.byte_range, session.object_size, last):
                 known = session.start_offset
                 offset = counted.start
                 session.start_offset = offset if known is None else min(known, offset)
@@ -611,28 +617,14 @@ class SchedulerCore:
         head = self._first_eligible_waiter()
         if head is None or self._slot_free_for(head):
             return False
-        share = settings.per_principal
-        head_rank = head.queue_rank
-        head_below_share = head.principal.active < share
-        victim: Session | None = None
-        for session in self._active.values():
-            if not session.has_id or session.yield_requested:
-                continue
-            if session.principal is head.principal:
-                continue
-            if now - session.slot_since < PREEMPT_MIN_HOLD_SECONDS:
-                continue
-            lower_class = session.base_class.rank > head_rank
-            above_share = head_below_share and session.principal.active > share
-            if not (lower_class or above_share):
-                continue
-            if not head.interactive and session.interactive:
-                continue
-            if victim is None or (session.base_class.rank, -session.slot_since) > (
-                victim.base_class.rank,
-                -victim.slot_since,
-            ):
-                victim = session
+        victim = choose_victim(
+            self._active.values(),
+            YieldHead(
+                head.principal.name, head.queue_rank, head.interactive, head.principal.active
+            ),
+            now=now,
+            per_principal=settings.per_principal,
+        )
         if victim is None:
             return False
         victim.yield_requested = True
@@ -656,63 +648,55 @@ class SchedulerCore:
         """R-SESS-12: mark twice as many waiters as there are (soon) free slots."""
         self._mark_epoch += 1
         settings = self._settings
-        soon_total = 0
-        soon_ni = 0
-        horizon = now + FINISHING_SOON_SECONDS
+        soon = soon_interactive = 0
         per_session_rate = self._current_rate() / max(1, len(self._active))
         for session in self._active.values():
-            if (
-                session.yield_requested
-                or (session.in_flight == 0 and session.remaining_bytes() == 0)
-                or now + session.remaining_bytes() / per_session_rate <= horizon
-            ):
-                soon_total += 1
-                soon_ni += not session.interactive
-        active_ni = len(self._active) - self._active_interactive
-        free_total = settings.sessions - len(self._active) + soon_total
-        free_ni = settings.sessions - settings.reserve - active_ni + soon_ni
-        self._free_at_mark = max(0, free_total)
-        if free_total <= 0 or not self._queue:
+            if finishing_soon(session.remaining_bytes(), per_session_rate, session.yield_requested):
+                soon += 1
+                soon_interactive += session.interactive
+        budget = marking_budget(
+            sessions=settings.sessions,
+            reserve=settings.reserve,
+            active=len(self._active),
+            active_interactive=self._active_interactive,
+            soon=soon,
+            soon_interactive=soon_interactive,
+        )
+        self._free_at_mark = budget.free
+        if not budget.free or not self._queue:
             return 0
-        budget = 2 * free_total
-        budget_ni = 2 * max(0, free_ni)
-        allowed = [True, budget_ni > 0, budget_ni > 0, budget_ni > 0]
-        limit = 4 * budget + MARK_SCAN_SLACK
-        marked = 0
-        for scanned, session in enumerate(self._queue.iter_fair(allowed)):
-            if scanned >= limit:
-                break
-            if self._blocked(session) or self._over_share_with_contenders(session):
-                continue
-            session.mark = self._mark_epoch
-            session.mark_backup = marked >= free_total
-            marked += 1
-            budget -= 1
-            if not session.interactive:
-                budget_ni -= 1
-                if budget_ni <= 0:
-                    allowed[1] = allowed[2] = allowed[3] = False
-            if budget <= 0:
-                break
-        return marked
+        queue = self._queue
+        marks = choose_marks(
+            queue.heads(), queue.passes, queue.strides, budget, self._may_be_marked
+        )
+        epoch = self._mark_epoch
+        for entry, backup in marks:
+            session = entry[3]
+            session.mark = epoch
+            session.mark_backup = backup
+        return len(marks)
+
+    def _may_be_marked(self, entry: tuple[float, float, int, Session]) -> bool:
+        session = entry[3]
+        return not (self._blocked(session) or self._over_share_with_contenders(session))
 
     # ================================================================ slots
     def _slot_free_for(self, session: Session) -> bool:
         settings = self._settings
-        if len(self._active) >= settings.sessions:
-            return False
-        if not session.interactive:
-            active_ni = len(self._active) - self._active_interactive
-            if active_ni >= settings.sessions - settings.reserve:
-                return False
-        return not self._over_share_with_contenders(session)
+        return slot_free_for(
+            sessions=settings.sessions,
+            reserve=settings.reserve,
+            active=len(self._active),
+            active_interactive=self._active_interactive,
+            interactive=session.interactive,
+            over_share=self._over_share_with_contenders(session),
+        )
 
     def _over_share_with_contenders(self, session: Session) -> bool:
         """R-CLASS-5: beyond its share only while no other principal's waiter contends."""
-        principal = session.principal
-        if principal.active < self._settings.per_principal:
-            return False
-        return self._under_share_waiting > 0
+        return over_share_with_contenders(
+            session.principal.active, self._settings.per_principal, self._under_share_waiting > 0
+        )
 
     def _blocked(self, session: Session) -> bool:
         """R-PREEMPT-2: a yielder takes no slot while the head it yielded to waits."""
@@ -727,9 +711,7 @@ class SchedulerCore:
     def _may_take_marked_slot(self, session: Session, now: float) -> bool:
         if session.mark != self._mark_epoch or self._blocked(session):
             return False
-        if session.mark_backup and now - self._last_release < BACKUP_GRACE_SECONDS:
-            # The first marked waiters poll every second; a back-up takes a freed slot
-            # only when none of them came for it within one such poll period.
+        if session.mark_backup and not backup_may_take_slot(now, self._last_release):
             return False
         return self._slot_free_for(session)
 
@@ -751,7 +733,7 @@ class SchedulerCore:
         session.queue_rank = session.base_class.rank
         session.waiting_since = now
         session.check_at = now + NEWCOMER_CHECK_SECONDS
-        session.no_show_at = session.check_at + NO_SHOW_MARGIN_SECONDS
+        session.no_show_at = no_show_at(session.check_at, NEWCOMER_CHECK_SECONDS)
         self._queue.add(session)
         self._by_class_waiting[session.base_class.rank] += 1
         self._waiting_bytes += session.object_size
@@ -861,72 +843,59 @@ class SchedulerCore:
 
     # ================================================================ estimates
     def _current_rate(self) -> float:
-        now = self._clock.monotonic()
-        peak = self._rate.peak(now)
+        peak = self._rate.peak(self._clock.monotonic())
         if peak > 0:
             self._last_rate = peak
-        rate = peak or self._last_rate or FALLBACK_RATE
-        bandwidth = self._settings.bandwidth
-        if bandwidth is not None:
-            rate = max(rate, float(bandwidth))
-        return rate
+        return estimate_rate(peak, self._last_rate, self._settings.bandwidth)
 
     def _refresh_finish_table(self, now: float) -> None:
         """When each slot frees, from the remaining bytes of active sessions (R-EST-1)."""
         per_session_rate = self._current_rate() / max(1, len(self._active))
-        finishes = [
-            now + session.remaining_bytes() / per_session_rate for session in self._active.values()
-        ]
-        finishes.extend([now] * max(0, self._settings.sessions - len(finishes)))
-        finishes.sort()
-        self._finish_table = finishes
+        self._finish_table = finish_table(
+            (session.remaining_bytes() for session in self._active.values()),
+            per_session_rate,
+            now,
+            self._settings.sessions,
+        )
         self._finish_table_at = now
 
     def _estimate_start(self, session: Session, ahead: int, now: float) -> float:
         settings = self._settings
         if now - self._finish_table_at > 1.0:
             self._refresh_finish_table(now)
-        usable = settings.sessions if session.interactive else settings.sessions - settings.reserve
-        usable = max(1, usable)
-        skip = 0
-        if not session.interactive:
-            # R-EST-2: a free slot held back as the interactive reserve is not for it.
-            free = max(0, settings.sessions - len(self._active))
-            free_ni = max(0, settings.sessions - settings.reserve - self.active_noninteractive())
-            skip = free - min(free, free_ni)
-        table = self._finish_table[skip : skip + usable] or [now]
-        usable = len(table)
-        waiting = max(1, len(self._queue))
-        mean_size = self._waiting_bytes / waiting
-        service = mean_size * usable / self._current_rate()
-        cycles, index = divmod(ahead, usable)
-        start = table[index] + cycles * service
-        return max(now, start)
+        return estimate_start(
+            self._finish_table,
+            ahead=ahead,
+            now=now,
+            sessions=settings.sessions,
+            reserve=settings.reserve,
+            interactive=session.interactive,
+            active=len(self._active),
+            active_interactive=self._active_interactive,
+            waiting=len(self._queue),
+            waiting_bytes=self._waiting_bytes,
+            rate=self._current_rate(),
+        )
 
     def _queued(self, session: Session, now: float, *, newcomer: bool) -> Queued:
         ahead = self._queue.ahead_of(session)
         start = self._estimate_start(session, ahead, now)
         wait = start - now
-        marked = session.mark == self._mark_epoch
-        if newcomer:
-            delay = NEWCOMER_CHECK_SECONDS
-        else:
-            floor = HEAD_MIN_CHECK_SECONDS if ahead == 0 or marked else MIN_CHECK_SECONDS
-            # Clamp first, then spread: a crowd whose waits all exceed the cap must still
-            # not poll in the same second every five minutes.
-            halfway = min(MAX_CHECK_SECONDS / _JITTER_HIGH, max(floor, wait / 2))
-            delay = max(floor, halfway * _jitter(session.key))
-            if marked and ahead < self._free_at_mark:
-                # Marked for a slot that is (about to be) free: come at once. Marked
-                # back-ups further down keep their pace, so they rarely overtake.
-                delay = HEAD_MIN_CHECK_SECONDS
-            if session.first_estimate is None and session.blocked_by is None:
-                session.first_estimate = start
-                session.first_estimate_at = now
+        delay = check_delay(
+            session.key,
+            newcomer=newcomer,
+            ahead=ahead,
+            wait=wait,
+            marked=session.mark == self._mark_epoch,
+            free_at_mark=self._free_at_mark,
+        )
+        if not newcomer and session.first_estimate is None and session.blocked_by is None:
+            session.first_estimate = start
+            session.first_estimate_at = now
         session.check_at = now + delay
-        session.no_show_at = session.check_at + max(NO_SHOW_MARGIN_SECONDS, delay)
+        session.no_show_at = no_show_at(session.check_at, delay)
         self._deadlines.schedule(session, session.no_show_at)
-        earliest, latest = announced_interval(now, start)
+        earliest, latest = estimate_interval(start, now)
         wall_offset = self._clock.wall() - now
         return Queued(
             position=None if newcomer else ahead + 1,
@@ -961,17 +930,12 @@ class SchedulerCore:
 
     def _busy_retry_after(self) -> int:
         """An honest wait for a full queue: until about one slot turns over."""
-        rate = self._current_rate()
-        mean = self._waiting_bytes / max(1, len(self._queue))
-        seconds = mean * max(1, self._settings.sessions) / rate / max(1, self._settings.sessions)
-        return int(min(MAX_CHECK_SECONDS, max(MIN_CHECK_SECONDS, math.ceil(seconds))))
+        return busy_retry_after(self._waiting_bytes, len(self._queue), self._current_rate())
 
     def _request_retry_after(self) -> int:
         """Per-request queue full: the time for the queue ahead to drain (never a fixed 2 s)."""
-        places = max(1, self._requests.max_active)
-        backlog = (self._requests.waiting + 1) / places
-        seconds = self._request_seconds * max(1.0, backlog)
-        return int(min(60, max(1, math.ceil(seconds))))
+        requests = self._requests
+        return request_retry_after(self._request_seconds, requests.waiting, requests.max_active)
 
     def _reject(
         self, reason: RejectReason, retry_after: int, cls: DownloadClass | None
@@ -1100,42 +1064,3 @@ class SchedulerCore:
 
     def active_noninteractive(self) -> int:
         return len(self._active) - self._active_interactive
-
-
-def _sets_start(session: Session, byte_range: ByteRange | None) -> bool:
-    """Whether a range tells where the download started (R-SESS-8).
-
-    Tail reads do not; neither does a bounded read that reaches an already delivered
-    tail — a ZIP reader walking back from the end of the file towards its central
-    directory in small exact reads is still reading the tail.
-    """
-    if byte_range is None or byte_range.is_tail_read(session.object_size):
-        return False
-    if byte_range.kind is not _BOUNDED or session.delivered is None:
-        return True
-    last = session.delivered.last()
-    if last is None or last[1] < session.object_size:
-        return True
-    return byte_range.end < last[0] or byte_range.start == 0
-
-
-def _validated_download_id(value: str | None) -> str | None:
-    """R-CLIENT-6 ids are client-made; bound them and refuse anything unprintable."""
-    if value is None:
-        return None
-    if not value or len(value) > MAX_DOWNLOAD_ID_LENGTH or not _DOWNLOAD_ID.fullmatch(value):
-        raise InvalidRequestError(
-            "download_id",
-            f"Arkvory-Download-Id must be 1..{MAX_DOWNLOAD_ID_LENGTH} characters of "
-            "letters, digits and ._:~+/=-",
-        )
-    return value
-
-
-def _jitter(key: bytes) -> float:
-    """A per-ticket factor in [0.9, 1.1): spreads polls so they do not arrive in a crowd.
-
-    Derived from the session key, so one download keeps its rhythm across polls while
-    different downloads drift apart.
-    """
-    return _JITTER_LOW + (_JITTER_HIGH - _JITTER_LOW) * (key[0] / 256.0)

@@ -14,7 +14,9 @@ k-th waiter the turn ``k`` rounds after the current one, so principals alternate
 each principal's own waiters stay in arrival order.
 
 Every operation is O(log n); nothing here walks the whole queue, so a tick and a poll
-cost the same at 4,096 and at 1,048,576 waiters.
+cost the same at 4,096 and at 1,048,576 waiters. The rules themselves (stride order,
+waiters ahead, the smallest-first key, when a waiter ages) are the policy's
+(:mod:`arkvory_sched.policy`, ADR 0016); this module keeps the live structures.
 """
 
 from __future__ import annotations
@@ -28,14 +30,19 @@ from sortedcontainers import SortedList
 
 from ._session import Session
 from ._settings import Strategy
+from .policy import (
+    AGING_CAP_RANK,
+    CLASS_COUNT,
+    promote_at,
+    service_order,
+    smallest_first_key,
+    stride_ahead,
+    strides_of,
+)
 
-__all__ = ["CLASS_COUNT", "FairQueue"]
+__all__ = ["FairQueue"]
 
-CLASS_COUNT = 4
-_AGING_CAP_RANK = 1  # aging lifts a waiter up to ``release`` and never into ``interactive``
-_SIZE_UNIT = 16 * 1024 * 1024
 _ROUND_HISTORY_SECONDS = 20 * 60.0  # longer than a ticket is accepted (15 minutes)
-_SIZE_DOUBLINGS_FOR_FULL_DELAY = 10.0
 
 Entry = tuple[float, float, int, Session]
 AgingEntry = tuple[float, int, Session]
@@ -49,6 +56,7 @@ class FairQueue:
         "_aging_seconds",
         "_classes",
         "_global_pass",
+        "_lengths",
         "_passes",
         "_strategy",
         "_strides",
@@ -58,9 +66,10 @@ class FairQueue:
 
     def __init__(self, strategy: Strategy, weights: Sequence[int], aging_seconds: float) -> None:
         self._strategy = strategy
-        self._strides = [1.0 / weight for weight in weights]
+        self._strides = strides_of(weights)
         self._aging_seconds = aging_seconds
         self._classes: list[SortedList] = [SortedList() for _ in range(CLASS_COUNT)]
+        self._lengths = [0] * CLASS_COUNT  # len() of each class, kept for stride_ahead
         self._aging: list[SortedList] = [SortedList() for _ in range(CLASS_COUNT)]
         self._virtual_times = [0] * CLASS_COUNT
         # (time, virtual time) whenever a class's round moved on, kept for the ticket
@@ -72,10 +81,10 @@ class FairQueue:
 
     # ------------------------------------------------------------------ size
     def __len__(self) -> int:
-        return sum(len(entries) for entries in self._classes)
+        return sum(self._lengths)
 
     def class_length(self, rank: int) -> int:
-        return len(self._classes[rank])
+        return self._lengths[rank]
 
     def add(self, session: Session) -> None:
         """Insert a waiter in class ``session.queue_rank``."""
@@ -87,10 +96,10 @@ class FairQueue:
         entry = self._entry_for(session, rank)
         session.entry = entry
         entries.add(entry)
-        if self._aging_seconds > 0 and rank > _AGING_CAP_RANK:
-            climbed = session.base_class.rank - rank
-            promote_at = session.aging_since + self._aging_seconds * (climbed + 1)
-            self._aging[rank].add((promote_at, session.seq, session))
+        self._lengths[rank] += 1
+        if self._aging_seconds > 0 and rank > AGING_CAP_RANK:
+            at = promote_at(session.aging_since, session.base_class.rank, rank, self._aging_seconds)
+            self._aging[rank].add((at, session.seq, session))
 
     def remove(self, session: Session) -> None:
         """Take a waiter out (granted, no-show, cancelled or rekeyed)."""
@@ -99,11 +108,11 @@ class FairQueue:
             return
         rank = session.queue_rank
         self._classes[rank].remove(entry)
+        self._lengths[rank] -= 1
         session.entry = None
-        if self._aging_seconds > 0 and rank > _AGING_CAP_RANK:
-            climbed = session.base_class.rank - rank
-            promote_at = session.aging_since + self._aging_seconds * (climbed + 1)
-            self._aging[rank].discard((promote_at, session.seq, session))
+        if self._aging_seconds > 0 and rank > AGING_CAP_RANK:
+            at = promote_at(session.aging_since, session.base_class.rank, rank, self._aging_seconds)
+            self._aging[rank].discard((at, session.seq, session))
 
     def granted(self, session: Session, now: float) -> None:
         """Advance the round-robin and stride state for a waiter that got a slot."""
@@ -123,14 +132,8 @@ class FairQueue:
 
     def _entry_for(self, session: Session, rank: int) -> Entry:
         if self._strategy is Strategy.SMALLEST_FIRST:
-            if self._aging_seconds <= 0:
-                return (float(session.object_size), session.arrival, session.seq, session)
-            return (
-                session.arrival + self._size_delay(session.object_size),
-                session.arrival,
-                session.seq,
-                session,
-            )
+            key = smallest_first_key(session.object_size, session.arrival, self._aging_seconds)
+            return (key, session.arrival, session.seq, session)
         tags = session.principal.last_tags
         history = self._vt_history[rank]
         if history and session.arrival < history[-1][0]:
@@ -143,19 +146,13 @@ class FairQueue:
             tags[rank] = tag
         return (float(tag), session.arrival, session.seq, session)
 
-    def _size_delay(self, size: int) -> float:
-        """Smallest-first with aging: a large object yields only to smaller ones that
-        arrived within ``agingMinutes`` after it, so it cannot wait forever."""
-        doublings = math.log2(max(size, _SIZE_UNIT) / _SIZE_UNIT)
-        return self._aging_seconds * min(1.0, doublings / _SIZE_DOUBLINGS_FOR_FULL_DELAY)
-
     # ---------------------------------------------------------------- aging
     def promote_aged(self, now: float) -> int:
         """Move waiters older than ``agingMinutes`` one class up, never above ``release``."""
         if self._aging_seconds <= 0:
             return 0
         moved = 0
-        for rank in range(_AGING_CAP_RANK + 1, CLASS_COUNT):
+        for rank in range(AGING_CAP_RANK + 1, CLASS_COUNT):
             aging = self._aging[rank]
             while aging and aging[0][0] <= now:
                 session = aging[0][2]
@@ -168,24 +165,23 @@ class FairQueue:
     # ------------------------------------------------------------- ordering
     def iter_fair(self, allowed: list[bool] | None = None) -> Iterator[Session]:
         """Waiters in service order; ``allowed[rank]`` may be switched off mid-iteration."""
-        positions = [0] * CLASS_COUNT
-        passes = list(self._passes)
-        classes = self._classes
-        while True:
-            best = -1
-            for rank in range(CLASS_COUNT):
-                if positions[rank] >= len(classes[rank]):
-                    continue
-                if allowed is not None and not allowed[rank]:
-                    continue
-                if best < 0 or passes[rank] < passes[best]:
-                    best = rank
-            if best < 0:
-                return
-            entry = classes[best][positions[best]]
-            positions[best] += 1
-            passes[best] += self._strides[best]
+        for _, entry in service_order(self._classes, self._passes, self._strides, allowed):
             yield entry[3]
+
+    def heads(self) -> list[SortedList]:
+        """Each class's waiters as sorted ``(key, arrival, seq, session)`` entries, for
+        the policy's service order (``entry[3]`` is the session). Not to be changed."""
+        return self._classes
+
+    @property
+    def passes(self) -> list[float]:
+        """The classes' stride passes (read only)."""
+        return self._passes
+
+    @property
+    def strides(self) -> list[float]:
+        """The classes' pass steps, ``1 / weight`` (read only)."""
+        return self._strides
 
     def ahead_of(self, session: Session) -> int:
         """How many waiters the strategy serves before ``session`` (an O(log n) estimate)."""
@@ -194,21 +190,7 @@ class FairQueue:
             return 0
         rank = session.queue_rank
         own: int = self._classes[rank].bisect_left(entry)
-        my_pass = self._passes[rank] + own * self._strides[rank]
-        ahead = own
-        for other in range(CLASS_COUNT):
-            if other == rank:
-                continue
-            length = len(self._classes[other])
-            if not length:
-                continue
-            gap = my_pass - self._passes[other]
-            if gap > 0:
-                turns = math.ceil(gap / self._strides[other])
-            else:
-                turns = 1 if gap == 0 and other < rank else 0
-            ahead += min(length, max(0, turns))
-        return int(ahead)
+        return stride_ahead(own, rank, self._passes, self._lengths, self._strides)
 
     def oldest_waiting_since(self, rank: int, sample: int = 64) -> float | None:
         """Earliest ``waiting_since`` among the first waiters of a class (heads wait longest)."""
@@ -220,7 +202,7 @@ class FairQueue:
 
     def reconfigure(self, strategy: Strategy, weights: Sequence[int], aging_seconds: float) -> None:
         """Re-key every waiter for a new strategy or aging; O(n log n), only on change."""
-        strides = [1.0 / weight for weight in weights]
+        strides = strides_of(weights)
         if strategy is self._strategy and aging_seconds == self._aging_seconds:
             self._strides = strides
             return
@@ -233,6 +215,7 @@ class FairQueue:
         self._strides = strides
         self._aging_seconds = aging_seconds
         self._classes = [SortedList() for _ in range(CLASS_COUNT)]
+        self._lengths = [0] * CLASS_COUNT
         self._aging = [SortedList() for _ in range(CLASS_COUNT)]
         for session in waiting:
             if aging_seconds <= 0 and session.queue_rank < session.base_class.rank:

@@ -188,6 +188,20 @@ class Session:
     def interactive(self) -> bool:
         return self.base_class is DownloadClass.INTERACTIVE
 
+    # What the policy's ``choose_victim`` reads of a holder (``policy.YieldHolder``):
+    # a session is passed as it is, so a tick builds no value per active session.
+    @property
+    def principal_name(self) -> str:
+        return self.principal.name
+
+    @property
+    def base_rank(self) -> int:
+        return self.base_class.rank
+
+    @property
+    def principal_active(self) -> int:
+        return self.principal.active
+
     def remaining_bytes(self) -> int:
         """Bytes still to deliver from the download's start to the last byte."""
         start = self.start_offset or 0

@@ -15,7 +15,6 @@ import pytest
 from arkvory_sched import DownloadClass, DownloadRequest, PrincipalKind, Strategy
 from arkvory_sched.testing import FakeClock
 
-from ._divergence import diverges_on_postgres
 from ._requests import MIB, admitted, big, deliver, keep_polling, queued, serve_next
 from .conftest import MakeScheduler, contract_settings
 
@@ -125,7 +124,6 @@ async def test_aging_moves_a_waiter_one_class_up_but_never_above_release(
     assert order == expected
 
 
-@diverges_on_postgres("#16: class aging is not applied under smallest-first (ordered only)")
 async def test_aging_lifts_a_waiter_under_smallest_first_too(
     make_scheduler: MakeScheduler, clock: FakeClock
 ) -> None:

@@ -27,9 +27,10 @@ from arkvory_sched import (
     RejectReason,
     SchedulerSettings,
 )
+from arkvory_sched.policy import caught_up
 from arkvory_sched.postgres import PostgresScheduler
 from arkvory_sched.postgres import _sql as sql
-from arkvory_sched.postgres._leader import SHAPE_REUSE_WAITING, caught_up
+from arkvory_sched.postgres._leader import SHAPE_REUSE_WAITING
 from tests.postgres._helpers import SIZE, download
 
 pytestmark = pytest.mark.anyio

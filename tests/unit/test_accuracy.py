@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from arkvory_sched._accuracy import EstimateScorer, announced_interval
+from arkvory_sched._accuracy import EstimateScorer
+from arkvory_sched.policy import estimate_interval
 
 
 @pytest.mark.parametrize(
@@ -18,7 +19,7 @@ from arkvory_sched._accuracy import EstimateScorer, announced_interval
 def test_the_announced_interval(
     estimated_at: float, start: float, interval: tuple[float, float]
 ) -> None:
-    assert announced_interval(estimated_at, start) == pytest.approx(interval)
+    assert estimate_interval(start, estimated_at) == pytest.approx(interval)
 
 
 def test_a_start_at_either_end_of_the_interval_is_inside() -> None:

@@ -14,7 +14,8 @@ from arkvory_sched import (
     PrincipalKind,
     RejectReason,
 )
-from arkvory_sched._core import PREEMPT_MIN_HOLD_SECONDS, PendingRequest, SchedulerCore
+from arkvory_sched._core import PendingRequest, SchedulerCore
+from arkvory_sched.policy import PREEMPT_MIN_HOLD_SECONDS
 
 from ._helpers import (
     CHUNK,

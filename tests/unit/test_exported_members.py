@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import arkvory_sched
+from arkvory_sched import policy
 
 
 def test_all_names_are_exported_and_public() -> None:
@@ -24,3 +25,14 @@ def test_no_public_name_is_missing_from_all() -> None:
 
 def test_all_is_sorted_for_readers() -> None:
     assert list(arkvory_sched.__all__) == sorted(arkvory_sched.__all__)
+
+
+def test_the_policy_exports_exactly_its_all() -> None:
+    for name in policy.__all__:
+        assert hasattr(policy, name), name
+    public = {
+        name
+        for name, value in vars(policy).items()
+        if not name.startswith("_") and not getattr(value, "__name__", "").startswith("arkvory_")
+    }
+    assert public - {"annotations"} == set(policy.__all__)

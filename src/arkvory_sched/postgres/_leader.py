@@ -4,6 +4,10 @@ Leadership is a lease in ``queue_leader``: kept by renewing it every tick, taken
 only once it expired, with a token that grows with every change of leader. All of a
 tick's work runs in one transaction that first locks the leader row *with this
 process's token*, so a leader that was paused past its lease commits nothing.
+
+The decisions of a tick — who ages, how many to mark and whom, who yields — are the
+policy's (:mod:`arkvory_sched.policy`, ADR 0016): the leader reads the rows a rule
+needs, asks the policy and writes the result.
 """
 
 from __future__ import annotations
@@ -17,16 +21,27 @@ import asyncpg
 
 from .._classes import DownloadClass
 from .._clock import Clock
-from .._core import (
-    FALLBACK_RATE,
-    FINISHING_SOON_SECONDS,
+from .._settings import SchedulerSettings, Strategy
+from ..policy import (
+    CLASS_COUNT,
     MARK_SCAN_SLACK,
     PAUSE_RETENTION_SECONDS,
-    PREEMPT_MIN_HOLD_SECONDS,
     TAIL_ONLY_HOLD_SECONDS,
+    YieldCandidate,
+    YieldHead,
+    caught_up,
+    choose_marks,
+    choose_victim,
+    estimate_rate,
+    finish_table,
+    finishing_soon,
+    marking_budget,
+    over_share_with_contenders,
+    promote_at,
+    service_order,
+    slot_free_for,
+    strides_of,
 )
-from .._fairqueue import CLASS_COUNT
-from .._settings import SchedulerSettings, Strategy
 from . import _sql as sql
 
 __all__ = ["LeaderOutcome", "QueueLeader"]
@@ -153,8 +168,8 @@ class QueueLeader:
             last_writes: list[tuple[str, tuple[object, ...]]] = [
                 (sql.COUNT_EXPIRIES, (no_shows, len(released), reaped, now))
             ]
-            if settings.aging_minutes > 0 and settings.strategy is Strategy.ORDERED:
-                await conn.execute(sql.PROMOTE_AGED, now, settings.aging_minutes * 60.0)
+            if settings.aging_minutes > 0:
+                await _promote_aged(conn, settings, now)
             if real >= self._next_round_cleanup:
                 self._next_round_cleanup = real + ROUND_CLEANUP_SECONDS
                 await conn.execute(sql.FORGET_OLD_ROUNDS)
@@ -230,67 +245,50 @@ class QueueLeader:
         order of the fair queue: stride between classes, round-robin within a class."""
         active_rows = await conn.fetch(sql.ACTIVE_FOR_ESTIMATE)
         fleet_rate = await conn.fetchval(sql.FLEET_RATE, self._lease_seconds)
-        rate = fleet_rate or local_rate or FALLBACK_RATE
-        if settings.bandwidth is not None:
-            rate = max(rate, float(settings.bandwidth))
+        rate = estimate_rate(fleet_rate, local_rate, settings.bandwidth)
         per_session = rate / max(1, len(active_rows))
-        finishes: list[float] = []
-        soon_total = soon_ni = active_ni = 0
-        for row in active_rows:
-            remaining = max(0, row["object_size"] - (row["start_offset"] or 0) - row["covered"])
-            finish = now + remaining / per_session
-            finishes.append(finish)
-            interactive = row["base_class"] == DownloadClass.INTERACTIVE.rank
-            active_ni += not interactive
-            if remaining == 0 or finish <= now + FINISHING_SOON_SECONDS:
-                soon_total += 1
-                soon_ni += not interactive
-        finishes.sort()
-        free_total = settings.sessions - len(active_rows) + soon_total
-        free_ni = settings.sessions - settings.reserve - active_ni + soon_ni
+        remaining = [_remaining(row) for row in active_rows]
+        soon = soon_interactive = active_interactive = 0
+        for row, left in zip(active_rows, remaining, strict=True):
+            interactive = row["base_class"] == _INTERACTIVE_RANK
+            active_interactive += interactive
+            if finishing_soon(left, per_session, row["yield_requested"]):
+                soon += 1
+                soon_interactive += interactive
+        budget = marking_budget(
+            sessions=settings.sessions,
+            reserve=settings.reserve,
+            active=len(active_rows),
+            active_interactive=active_interactive,
+            soon=soon,
+            soon_interactive=soon_interactive,
+        )
+        finishes = finish_table(remaining, per_session, now, settings.sessions)
         await conn.execute(sql.CLEAR_MARKS)
-        last_writes.append((sql.STORE_ESTIMATES, (finishes, now, fleet_rate, max(0, free_total))))
-        if free_total <= 0 or not waiting:
+        last_writes.append((sql.STORE_ESTIMATES, (finishes, now, fleet_rate, budget.free)))
+        if not budget.free or not waiting:
             return 0
-        budget = 2 * free_total
-        budget_ni = 2 * max(0, free_ni)
-        active_by_principal = {
-            row["principal"]: row["count"] for row in await conn.fetch(sql.ACTIVE_BY_PRINCIPAL)
-        }
-        over = {p for p, n in active_by_principal.items() if n >= settings.per_principal}
-        contenders = bool(over) and await conn.fetchval(sql.UNDER_SHARE_WAITING, list(over))
-        limit = 4 * budget + MARK_SCAN_SLACK // 64
+        active_by_principal = await _active_by_principal(conn)
+        contenders = await _contenders(conn, settings, active_by_principal)
+        # Storage work: each class's first rows, as many as a marking can look at (the
+        # blocked ones are left out by the statement, ``UNBLOCK_YIELDERS`` ran before).
+        fetch = 4 * budget.total + MARK_SCAN_SLACK // 64
         heads: list[list[asyncpg.Record]] = []
         for rank in range(CLASS_COUNT):
-            allowed = rank == 0 or budget_ni > 0
-            heads.append(list(await conn.fetch(sql.HEADS_OF_CLASS, rank, limit)) if allowed else [])
+            allowed = rank == 0 or budget.noninteractive > 0
+            heads.append(list(await conn.fetch(sql.HEADS_OF_CLASS, rank, fetch)) if allowed else [])
         passes = await _caught_up_passes(conn, idle_classes)
-        strides = [1.0 / weight for weight in settings.weights]
-        positions = [0] * CLASS_COUNT
-        keys: list[bytes] = []
-        backups: list[bool] = []
-        while budget > 0:
-            best = -1
-            for rank in range(CLASS_COUNT):
-                if positions[rank] >= len(heads[rank]) or (rank > 0 and budget_ni <= 0):
-                    continue
-                if best < 0 or passes[rank] < passes[best]:
-                    best = rank
-            if best < 0:
-                break
-            row = heads[best][positions[best]]
-            positions[best] += 1
-            passes[best] += strides[best]
-            if contenders and row["principal"] in over:
-                continue  # R-CLASS-5: beyond its share only while nobody else waits
-            keys.append(row["session_key"])
-            backups.append(len(keys) > free_total)
-            budget -= 1
-            if row["base_class"] != DownloadClass.INTERACTIVE.rank:
-                budget_ni -= 1
-        if keys:
-            await conn.execute(sql.SET_MARKS, keys, backups)
-        return len(keys)
+
+        def may_take(row: asyncpg.Record) -> bool:
+            return not over_share_with_contenders(
+                active_by_principal.get(row["principal"], 0), settings.per_principal, contenders
+            )
+
+        marks = choose_marks(heads, passes, strides_of(settings.weights), budget, may_take)
+        if marks:
+            keys = [row["session_key"] for row, _ in marks]
+            await conn.execute(sql.SET_MARKS, keys, [backup for _, backup in marks])
+        return len(marks)
 
     async def _maybe_preempt(
         self,
@@ -304,53 +302,55 @@ class QueueLeader:
         while the head's principal is below), held for at least a minute."""
         if await conn.fetchval(sql.PENDING_YIELD):
             return False
-        active_by_principal: dict[str, int] = {
-            row["principal"]: row["count"] for row in await conn.fetch(sql.ACTIVE_BY_PRINCIPAL)
-        }
+        active_by_principal = await _active_by_principal(conn)
+        contenders = await _contenders(conn, settings, active_by_principal)
         share = settings.per_principal
-        over = {p for p, n in active_by_principal.items() if n >= share}
-        contenders = bool(over) and await conn.fetchval(sql.UNDER_SHARE_WAITING, list(over))
         head = await self._first_eligible(
-            conn, settings, over if contenders else set(), idle_classes
+            conn, settings, active_by_principal, contenders, idle_classes
         )
         if head is None:
             return False
         active = await conn.fetch(sql.ACTIVE_FOR_ESTIMATE)
-        interactive_rank = DownloadClass.INTERACTIVE.rank
-        active_ni = sum(row["base_class"] != interactive_rank for row in active)
-        head_interactive = head["base_class"] == interactive_rank
-        if (
-            len(active) < settings.sessions
-            and (head_interactive or active_ni < settings.sessions - settings.reserve)
-            and not (contenders and head["principal"] in over)
+        head_principal = head["principal"]
+        head_active = active_by_principal.get(head_principal, 0)
+        head_interactive = head["base_class"] == _INTERACTIVE_RANK
+        if slot_free_for(
+            sessions=settings.sessions,
+            reserve=settings.reserve,
+            active=len(active),
+            active_interactive=sum(row["base_class"] == _INTERACTIVE_RANK for row in active),
+            interactive=head_interactive,
+            over_share=over_share_with_contenders(head_active, share, contenders),
         ):
             return False  # a slot is free for the head: no one needs to yield
-        head_below_share = active_by_principal.get(head["principal"], 0) < share
-        victim: asyncpg.Record | None = None
-        for row in await conn.fetch(sql.PREEMPTION_CANDIDATES, now - PREEMPT_MIN_HOLD_SECONDS):
-            if row["principal"] == head["principal"]:
-                continue
-            lower_class = row["base_class"] > head["queue_rank"]
-            above_share = head_below_share and active_by_principal.get(row["principal"], 0) > share
-            if not (lower_class or above_share):
-                continue
-            if not head_interactive and row["base_class"] == interactive_rank:
-                continue
-            if victim is None or (row["base_class"], -row["slot_since"]) > (
-                victim["base_class"],
-                -victim["slot_since"],
-            ):
-                victim = row
+        victim = choose_victim(
+            (
+                YieldCandidate(
+                    row["session_key"],
+                    row["principal"],
+                    row["base_class"],
+                    active_by_principal.get(row["principal"], 0),
+                    now if row["slot_since"] is None else row["slot_since"],
+                    row["has_id"],
+                    row["yield_requested"],
+                )
+                for row in await conn.fetch(sql.PREEMPTION_CANDIDATES)
+            ),
+            YieldHead(head_principal, head["queue_rank"], head_interactive, head_active),
+            now=now,
+            per_principal=share,
+        )
         if victim is None:
             return False
-        await conn.execute(sql.REQUEST_YIELD, victim["session_key"], head["session_key"])
+        await conn.execute(sql.REQUEST_YIELD, victim.ref, head["session_key"])
         return True
 
     async def _first_eligible(
         self,
         conn: asyncpg.Connection,
         settings: SchedulerSettings,
-        over: set[str],
+        active_by_principal: dict[str, int],
+        contenders: bool,
         idle_classes: Sequence[int],
     ) -> asyncpg.Record | None:
         """The first waiter in service order that may take a slot now."""
@@ -358,20 +358,47 @@ class QueueLeader:
             list(await conn.fetch(sql.HEADS_OF_CLASS, rank, 64)) for rank in range(CLASS_COUNT)
         ]
         passes = await _caught_up_passes(conn, idle_classes)
-        strides = [1.0 / weight for weight in settings.weights]
-        positions = [0] * CLASS_COUNT
-        while True:
-            best = -1
-            for rank in range(CLASS_COUNT):
-                if positions[rank] < len(heads[rank]) and (best < 0 or passes[rank] < passes[best]):
-                    best = rank
-            if best < 0:
-                return None
-            row = heads[best][positions[best]]
-            positions[best] += 1
-            passes[best] += strides[best]
-            if row["principal"] not in over:
+        for _, row in service_order(heads, passes, strides_of(settings.weights)):
+            active = active_by_principal.get(row["principal"], 0)
+            if not over_share_with_contenders(active, settings.per_principal, contenders):
                 return row
+        return None
+
+
+_INTERACTIVE_RANK = DownloadClass.INTERACTIVE.rank
+
+
+def _remaining(row: asyncpg.Record) -> int:
+    """An active session's bytes still to send, from ``ACTIVE_FOR_ESTIMATE``'s row."""
+    left: int = row["object_size"] - (row["start_offset"] or 0) - row["covered"]
+    return max(0, left)
+
+
+async def _active_by_principal(conn: asyncpg.Connection) -> dict[str, int]:
+    return {row["principal"]: row["count"] for row in await conn.fetch(sql.ACTIVE_BY_PRINCIPAL)}
+
+
+async def _contenders(
+    conn: asyncpg.Connection, settings: SchedulerSettings, active_by_principal: dict[str, int]
+) -> bool:
+    """R-CLASS-5: whether a principal below its share waits (the share binds only then)."""
+    over = [p for p, n in active_by_principal.items() if n >= settings.per_principal]
+    return bool(over) and bool(await conn.fetchval(sql.UNDER_SHARE_WAITING, over))
+
+
+async def _promote_aged(conn: asyncpg.Connection, settings: SchedulerSettings, now: float) -> None:
+    """Aging, under every strategy: the due waiters move one class up (``promote_at``)."""
+    rows = await conn.fetch(sql.AGED_WAITERS, now)
+    if not rows:
+        return
+    aging = settings.aging_minutes * 60.0
+    keys = [row["session_key"] for row in rows]
+    next_at = [
+        promote_at(row["aging_since"], row["base_class"], row["queue_rank"] - 1, aging)
+        for row in rows
+    ]
+    ordered = settings.strategy is Strategy.ORDERED
+    await conn.execute(sql.PROMOTE_AGED, keys, next_at, ordered)
 
 
 async def _caught_up_passes(conn: asyncpg.Connection, idle_classes: Sequence[int]) -> list[float]:
@@ -383,15 +410,6 @@ async def _caught_up_passes(conn: asyncpg.Connection, idle_classes: Sequence[int
     """
     passes = [float(value) for value in await conn.fetchval(sql.CLASS_PASSES)]
     return caught_up(passes, idle_classes)
-
-
-def caught_up(passes: Sequence[float], idle_classes: Sequence[int]) -> list[float]:
-    """``CATCH_UP_IDLE_CLASSES`` on a list: idle classes rise to the slowest busy one's
-    pass, or to the highest pass when every class is idle."""
-    idle = set(idle_classes)
-    busy = [value for rank, value in enumerate(passes) if rank not in idle]
-    target = min(busy) if busy else max(passes, default=0.0)
-    return [max(value, target) if rank in idle else value for rank, value in enumerate(passes)]
 
 
 async def _count_shape(conn: asyncpg.Connection, real: float) -> QueueShape:

@@ -38,18 +38,9 @@ from typing import Any
 import anyio
 import asyncpg
 
-from .._accuracy import EstimateScorer, announced_interval
+from .._accuracy import EstimateScorer
 from .._classes import DownloadClass, applied_class, default_class
 from .._clock import Clock
-from .._core import (
-    BACKUP_GRACE_SECONDS,
-    NEWCOMER_CHECK_SECONDS,
-    NO_SHOW_MARGIN_SECONDS,
-    SHUTDOWN_RETRY_SECONDS,
-    TICKET_REUSE_SECONDS,
-    _validated_download_id,
-)
-from .._fairqueue import CLASS_COUNT
 from .._histogram import Histogram
 from .._memory import InMemoryDownloadScheduler, RequestTimer, wait_with_timeout
 from .._model import (
@@ -74,17 +65,29 @@ from .._session import SessionKeys
 from .._settings import SchedulerSettings, Strategy
 from .._tickets import TicketSigner
 from .._ticking import next_tick_delay
-from . import _sql as sql
-from ._db_clock import DatabaseClock
-from ._estimates import (
-    QueueSnapshot,
+from ..policy import (
+    CLASS_COUNT,
+    NEWCOMER_CHECK_SECONDS,
+    SHUTDOWN_RETRY_SECONDS,
+    TICKET_REUSE_SECONDS,
+    backup_may_take_slot,
     busy_retry_after,
     check_delay,
+    estimate_interval,
+    estimate_rate,
     estimate_start,
-    read_snapshot,
+    no_show_at,
+    promote_at,
+    sets_start,
     smallest_first_key,
     stride_ahead,
+    strides_of,
+    uses_sessions,
+    validated_download_id,
 )
+from . import _sql as sql
+from ._db_clock import DatabaseClock
+from ._estimates import QueueSnapshot, read_snapshot
 from ._leader import QueueLeader
 from ._leases import Lease, LeaseCache
 from ._migrate import DEFAULT_SCHEMA, apply_migrations, validate_schema
@@ -114,7 +117,6 @@ NEWCOMER_COUNT_CAP = 1024  # a newcomer's waiters-ahead count stops here
 UNRECORDED_LIMIT = 4096  # delivery records kept through an outage, then the oldest go
 ACQUIRE_TIMEOUT = 2.0  # seconds a request waits for a connection: longer is database trouble
 KEPT_CONNECTIONS = 4  # at most, and at most half the pool (KeptConnections)
-_SIZE_UNIT = 16 * 1024 * 1024
 
 
 @dataclass(slots=True)
@@ -384,15 +386,10 @@ class PostgresScheduler(DownloadScheduler):
                         request.requested_class,
                     )
                 return self._admit_range(lease, request.effective_range)
-        download_id = _validated_download_id(request.download_id)
+        download_id = validated_download_id(request.download_id)
         base = request.base_class or default_class(request.principal_kind)
         cls = applied_class(base, request.requested_class)
-        settings = self._settings
-        uses_sessions = (
-            settings.strategy is not Strategy.SHARED
-            and request.object_size > settings.session_min_bytes
-        )
-        if not uses_sessions:
+        if not uses_sessions(self._settings, request.object_size):
             return await self._requests.admit(request)
         if key is None:
             key = self._keys.key(
@@ -443,7 +440,10 @@ class PostgresScheduler(DownloadScheduler):
             reason = (
                 RejectReason.QUEUE_FULL if outcome == "queue_full" else RejectReason.PRINCIPAL_LIMIT
             )
-            return self._reject(reason, busy_retry_after(snapshot, self._fleet_rate(snapshot)), cls)
+            retry = busy_retry_after(
+                snapshot.waiting_bytes, snapshot.waiting, self._fleet_rate(snapshot)
+            )
+            return self._reject(reason, retry, cls)
 
     async def _admit_existing(
         self,
@@ -525,7 +525,7 @@ class PostgresScheduler(DownloadScheduler):
                 now,
                 self._promote_at(rank, now),
                 check_at,
-                check_at + NO_SHOW_MARGIN_SECONDS,
+                no_show_at(check_at, NEWCOMER_CHECK_SECONDS),
             )
             await conn.execute(sql.NOTE_RELEASE, now)
         self._leases.forget(key)
@@ -576,7 +576,7 @@ class PostgresScheduler(DownloadScheduler):
             now,
             self._promote_at(rank, now),
             check_at,
-            check_at + NO_SHOW_MARGIN_SECONDS,
+            no_show_at(check_at, NEWCOMER_CHECK_SECONDS),
             settings.queue_limit,
             settings.queue_per_principal,
             settings.sessions,
@@ -606,7 +606,7 @@ class PostgresScheduler(DownloadScheduler):
                 now,
                 self._promote_at(rank, now),
                 check_at,
-                check_at + NO_SHOW_MARGIN_SECONDS,
+                no_show_at(check_at, NEWCOMER_CHECK_SECONDS),
             )
             if await conn.fetchval(sql.OTHERS_WAITING, key):
                 return None
@@ -623,7 +623,7 @@ class PostgresScheduler(DownloadScheduler):
         # A back-up takes a freed slot only when the first marked waiters did not come
         # for it within one of their poll periods (as in memory, ADR 0002).
         snapshot = await self._queue_snapshot(conn, fresh=True)
-        return now - snapshot.last_release >= BACKUP_GRACE_SECONDS
+        return backup_may_take_slot(now, snapshot.last_release)
 
     async def _claim(
         self,
@@ -705,10 +705,8 @@ class PostgresScheduler(DownloadScheduler):
         return float(tag)
 
     def _promote_at(self, rank: int, now: float) -> float | None:
-        aging = self._settings.aging_minutes * 60.0
-        if aging <= 0 or rank <= 1 or self._settings.strategy is not Strategy.ORDERED:
-            return None
-        return now + aging
+        """When a session entering the queue in its base class ``rank`` now ages."""
+        return promote_at(now, rank, rank, self._settings.aging_minutes * 60.0)
 
     async def _queued(
         self,
@@ -734,15 +732,26 @@ class PostgresScheduler(DownloadScheduler):
         own_ahead = row["own_ahead"]
         if is_newcomer and own_ahead >= NEWCOMER_COUNT_CAP:
             own_ahead = max(own_ahead, snapshot.class_lengths[row["queue_rank"]])
+        settings = self._settings
         ahead = stride_ahead(
             own_ahead,
             row["queue_rank"],
             snapshot.passes,
             snapshot.class_lengths,
-            self._settings.weights,
+            strides_of(settings.weights),
         )
         start = estimate_start(
-            self._settings, cls, ahead, now, snapshot, self._fleet_rate(snapshot)
+            snapshot.finish_table,
+            ahead=ahead,
+            now=now,
+            sessions=settings.sessions,
+            reserve=settings.reserve,
+            interactive=cls is DownloadClass.INTERACTIVE,
+            active=snapshot.active,
+            active_interactive=snapshot.active_interactive,
+            waiting=snapshot.waiting,
+            waiting_bytes=snapshot.waiting_bytes,
+            rate=self._fleet_rate(snapshot),
         )
         wait = start - now
         delay = check_delay(
@@ -754,10 +763,10 @@ class PostgresScheduler(DownloadScheduler):
             free_at_mark=snapshot.free_at_mark,
         )
         check_at = now + delay
-        no_show_at = check_at + max(NO_SHOW_MARGIN_SECONDS, delay)
+        no_show = no_show_at(check_at, delay)
         if not is_newcomer:  # a newcomer's row already says exactly this
-            await conn.execute(sql.RECORD_CHECK, key, check_at, no_show_at, start, now)
-        earliest, latest = announced_interval(now, start)
+            await conn.execute(sql.RECORD_CHECK, key, check_at, no_show, start, now)
+        earliest, latest = estimate_interval(start, now)
         wall_offset = self._clock.wall() - now  # announced times are wall time (R-RES-5)
         return Queued(
             position=None if is_newcomer else ahead + 1,
@@ -802,7 +811,7 @@ class PostgresScheduler(DownloadScheduler):
 
     def _fleet_rate(self, snapshot: QueueSnapshot | None) -> float:
         if snapshot is None:
-            return QueueSnapshot.rate_of(0.0, self._local_rate(), self._settings.bandwidth)
+            return estimate_rate(0.0, self._local_rate(), self._settings.bandwidth)
         return snapshot.rate(self._local_rate(), self._settings.bandwidth)
 
     def _local_rate(self) -> float:
@@ -889,7 +898,9 @@ class PostgresScheduler(DownloadScheduler):
             lease.token,
             counted.start,
             counted.end,
-            not counted.is_tail_read(lease.object_size),
+            # The policy's R-SESS-8 rule up to the delivered ranges, which only the row
+            # holds: record_delivery applies the rest there (ADR 0016).
+            sets_start(counted, lease.object_size, None),
             counted.kind is RangeKind.BOUNDED,
             now,
             not lease.in_flight,

@@ -334,22 +334,30 @@ WHERE c.queue_rank = p.queue_rank AND p.last_tag <= c.virtual_time
 
 # Aging (R-CLASS-2): one class up, never above release; the waiter joins the next
 # round of its new class.
+# Aging (the rule is the policy's ``promote_at``): the waiters due to move up, locked
+# until the tick commits, then moved one class up with the next promotion time the
+# leader computed. Under ``ordered`` a promoted waiter takes the next round-robin turn
+# of its new class; under ``smallest-first`` its order key does not depend on the
+# class, so it keeps it.
+AGED_WAITERS: Final = """
+SELECT session_key, base_class, queue_rank, aging_since FROM download_session
+WHERE state = 0 AND promote_at <= $1
+FOR UPDATE SKIP LOCKED
+"""
+
 PROMOTE_AGED: Final = """
-WITH aged AS (
-    SELECT session_key FROM download_session
-    WHERE state = 0 AND promote_at <= $1
-    FOR UPDATE SKIP LOCKED
-)
 UPDATE download_session AS d
 SET queue_rank = d.queue_rank - 1,
-    order_key = (SELECT virtual_time + 1 FROM class_state WHERE queue_rank = d.queue_rank - 1),
-    promote_at = CASE WHEN d.queue_rank - 1 > 1 THEN d.promote_at + $2 ELSE NULL END
-FROM aged WHERE d.session_key = aged.session_key
-RETURNING 1
+    order_key = CASE WHEN $3 THEN
+        (SELECT virtual_time + 1 FROM class_state WHERE queue_rank = d.queue_rank - 1)
+        ELSE d.order_key END,
+    promote_at = k.promote_at
+FROM unnest($1::bytea[], $2::float8[]) AS k(session_key, promote_at)
+WHERE d.session_key = k.session_key AND d.state = 0
 """
 
 ACTIVE_FOR_ESTIMATE: Final = """
-SELECT d.base_class, d.principal, d.object_size, d.start_offset,
+SELECT d.base_class, d.principal, d.object_size, d.start_offset, d.yield_requested,
        coalesce((SELECT sum(upper(r) - lower(r))
                  FROM unnest(d.delivered * int8multirange(
                      int8range(coalesce(d.start_offset, 0), d.object_size))) AS r), 0)::bigint
@@ -401,10 +409,10 @@ PENDING_YIELD: Final = """
 SELECT EXISTS (SELECT 1 FROM download_session WHERE state = 1 AND yield_requested)
 """
 
+# Every active session: the policy's ``choose_victim`` decides who may yield.
 PREEMPTION_CANDIDATES: Final = """
-SELECT d.session_key, d.principal, d.base_class, d.slot_since
+SELECT d.session_key, d.principal, d.base_class, d.slot_since, d.has_id, d.yield_requested
 FROM download_slot AS s JOIN download_session AS d ON d.session_key = s.session_key
-WHERE d.has_id AND NOT d.yield_requested AND d.slot_since <= $1
 """
 
 REQUEST_YIELD: Final = """

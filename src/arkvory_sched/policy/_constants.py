@@ -1,0 +1,62 @@
+"""Every constant of the scheduling policy, defined once for both stores.
+
+Not settings: they shape the protocol (SPEC §3, §6, §8), so an operator cannot change
+them and both implementations must agree on them to the second.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+__all__ = [
+    "AGING_CAP_RANK",
+    "BACKUP_GRACE_SECONDS",
+    "CLASS_COUNT",
+    "ESTIMATE_MIN_SPREAD_SECONDS",
+    "ESTIMATE_SPREAD",
+    "FALLBACK_RATE",
+    "FINISHING_SOON_SECONDS",
+    "HEAD_MIN_CHECK_SECONDS",
+    "JITTER_HIGH",
+    "JITTER_LOW",
+    "MARK_SCAN_SLACK",
+    "MAX_CHECK_SECONDS",
+    "MAX_REQUEST_RETRY_SECONDS",
+    "MIN_CHECK_SECONDS",
+    "NEWCOMER_CHECK_SECONDS",
+    "NO_SHOW_MARGIN_SECONDS",
+    "PAUSE_RETENTION_SECONDS",
+    "PREEMPT_MIN_HOLD_SECONDS",
+    "SHUTDOWN_RETRY_SECONDS",
+    "SIZE_DOUBLINGS_FOR_FULL_DELAY",
+    "SIZE_UNIT",
+    "TAIL_ONLY_HOLD_SECONDS",
+    "TICKET_REUSE_SECONDS",
+]
+
+CLASS_COUNT: Final = 4
+AGING_CAP_RANK: Final = 1  # aging lifts a waiter up to ``release``, never into ``interactive``
+
+PAUSE_RETENTION_SECONDS: Final = 600.0  # R-SESS-9
+TAIL_ONLY_HOLD_SECONDS: Final = 5.0  # R-SESS-10
+FINISHING_SOON_SECONDS: Final = 5.0  # R-SESS-12
+PREEMPT_MIN_HOLD_SECONDS: Final = 60.0  # R-PREEMPT-1
+NEWCOMER_CHECK_SECONDS: Final = 2.0  # R-EST-3
+MIN_CHECK_SECONDS: Final = 2.0
+HEAD_MIN_CHECK_SECONDS: Final = 1.0
+MAX_CHECK_SECONDS: Final = 300.0
+NO_SHOW_MARGIN_SECONDS: Final = 30.0  # R-SESS-7: how late a client may come back
+SHUTDOWN_RETRY_SECONDS: Final = 5
+ESTIMATE_SPREAD: Final = 0.12  # the announced interval is ±12 % of the wait …
+ESTIMATE_MIN_SPREAD_SECONDS: Final = 2.0  # … and never narrower than ±2 s
+FALLBACK_RATE: Final = 100 * 1024 * 1024  # bytes/s assumed before anything was measured
+MARK_SCAN_SLACK: Final = 4096  # waiters a marking may pass over beyond four per mark
+TICKET_REUSE_SECONDS: Final = 60.0  # an active session's ticket is re-signed once a minute
+JITTER_LOW: Final = 0.9  # per-download factor on the check delay: [0.9, 1.1)
+JITTER_HIGH: Final = 1.1
+BACKUP_GRACE_SECONDS: Final = 1.5  # one poll period of the first marked waiters, plus jitter
+MAX_REQUEST_RETRY_SECONDS: Final = 60  # per-request Retry-After cap
+# Smallest-first with aging: an object of SIZE_UNIT or less is not delayed; each doubling
+# above it delays by a tenth of the aging time, up to the whole aging time.
+SIZE_UNIT: Final = 16 * 1024 * 1024
+SIZE_DOUBLINGS_FOR_FULL_DELAY: Final = 10.0

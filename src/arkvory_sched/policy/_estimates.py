@@ -1,0 +1,153 @@
+"""Start estimates, when to ask again, and honest Retry-After values (R-EST-1..3).
+
+Pure arithmetic on counts and times. The in-memory store passes its live counters, the
+PostgreSQL store the snapshot its leader leaves every tick; both pass ``now``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+
+from ._constants import (
+    ESTIMATE_MIN_SPREAD_SECONDS,
+    ESTIMATE_SPREAD,
+    FALLBACK_RATE,
+    HEAD_MIN_CHECK_SECONDS,
+    JITTER_HIGH,
+    JITTER_LOW,
+    MAX_CHECK_SECONDS,
+    MAX_REQUEST_RETRY_SECONDS,
+    MIN_CHECK_SECONDS,
+    NEWCOMER_CHECK_SECONDS,
+    NO_SHOW_MARGIN_SECONDS,
+)
+
+__all__ = [
+    "busy_retry_after",
+    "check_delay",
+    "estimate_interval",
+    "estimate_rate",
+    "estimate_start",
+    "finish_table",
+    "jitter",
+    "no_show_at",
+    "request_retry_after",
+]
+
+
+def estimate_rate(measured: float, fallback: float, bandwidth: int | None) -> float:
+    """The delivery rate estimates use: the measured one, else the last one known, else
+    :data:`FALLBACK_RATE`; never below the configured bandwidth."""
+    rate = measured or fallback or FALLBACK_RATE
+    if bandwidth is not None:
+        rate = max(rate, float(bandwidth))
+    return rate
+
+
+def finish_table(
+    remaining: Iterable[int], per_session_rate: float, now: float, sessions: int
+) -> list[float]:
+    """When each slot frees (R-EST-1): the active sessions' remaining bytes at their
+    share of the rate, and ``now`` for every free slot; sorted."""
+    finishes = [now + left / per_session_rate for left in remaining]
+    finishes.extend([now] * max(0, sessions - len(finishes)))
+    finishes.sort()
+    return finishes
+
+
+def estimate_start(
+    table: Sequence[float],
+    *,
+    ahead: int,
+    now: float,
+    sessions: int,
+    reserve: int,
+    interactive: bool,
+    active: int,
+    active_interactive: int,
+    waiting: int,
+    waiting_bytes: float,
+    rate: float,
+) -> float:
+    """When the waiter with ``ahead`` others before it starts (R-EST-1/2).
+
+    Slots free at the times of the sorted finish ``table`` (a slot missing from a table
+    shorter than ``sessions`` is free now); after one round of usable slots, each
+    further round takes the mean waiting download's time on its share of the link. A
+    non-interactive waiter neither counts nor is promised the reserve (R-EST-2).
+    """
+    usable = max(1, sessions if interactive else sessions - reserve)
+    skip = 0
+    if not interactive:
+        free = max(0, sessions - active)
+        free_ni = max(0, sessions - reserve - (active - active_interactive))
+        skip = free - min(free, free_ni)
+    missing = max(0, sessions - len(table))  # free now, ahead of every finish
+    usable = min(usable, missing + len(table) - skip)
+    if usable <= 0:
+        usable, first = 1, now
+        cycles, index = ahead, 0
+    else:
+        cycles, index = divmod(ahead, usable)
+        position = skip + index
+        first = now if position < missing else table[position - missing]
+    service = waiting_bytes / max(1, waiting) * usable / rate
+    return max(now, first + cycles * service)
+
+
+def estimate_interval(start: float, now: float) -> tuple[float, float]:
+    """The announced interval around ``start``: ±12 % of the wait, at least ±2 s, never
+    before now."""
+    spread = max(ESTIMATE_MIN_SPREAD_SECONDS, ESTIMATE_SPREAD * (start - now))
+    return max(now, start - spread), start + spread
+
+
+def jitter(key: bytes) -> float:
+    """A per-download factor in [0.9, 1.1): spreads polls so they do not arrive in a crowd.
+
+    Derived from the session key, so one download keeps its rhythm across polls while
+    different downloads drift apart.
+    """
+    return JITTER_LOW + (JITTER_HIGH - JITTER_LOW) * (key[0] / 256.0)
+
+
+def check_delay(
+    key: bytes, *, newcomer: bool, ahead: int, wait: float, marked: bool, free_at_mark: int
+) -> float:
+    """Seconds until the waiter should ask again (R-EST-3): ``checkAt`` and Retry-After.
+
+    A newcomer comes back after 2 s; others halfway to their start, spread per
+    download, at least 1 s (head or marked) or 2 s, at most 300 s. A waiter marked for
+    a slot that is (about to be) free comes at once; marked back-ups further down keep
+    their pace, so they rarely overtake.
+    """
+    if newcomer:
+        return NEWCOMER_CHECK_SECONDS
+    floor = HEAD_MIN_CHECK_SECONDS if ahead == 0 or marked else MIN_CHECK_SECONDS
+    # Clamp first, then spread: a crowd whose waits all exceed the cap must still not
+    # poll in the same second every five minutes.
+    halfway = min(MAX_CHECK_SECONDS / JITTER_HIGH, max(floor, wait / 2))
+    delay = max(floor, halfway * jitter(key))
+    if marked and ahead < free_at_mark:
+        delay = HEAD_MIN_CHECK_SECONDS
+    return delay
+
+
+def no_show_at(check_at: float, delay: float) -> float:
+    """R-SESS-7: a waiter that has not come back by then is a no-show."""
+    return check_at + max(NO_SHOW_MARGIN_SECONDS, delay)
+
+
+def busy_retry_after(waiting_bytes: float, waiting: int, rate: float) -> int:
+    """An honest wait for a full queue: about one mean waiting download's time on the
+    link, 2..300 s."""
+    seconds = waiting_bytes / max(1, waiting) / rate
+    return int(min(MAX_CHECK_SECONDS, max(MIN_CHECK_SECONDS, math.ceil(seconds))))
+
+
+def request_retry_after(request_seconds: float, waiting: int, places: int) -> int:
+    """Per-request queue full: the time for the queue ahead to drain, 1..60 s."""
+    backlog = (waiting + 1) / max(1, places)
+    seconds = request_seconds * max(1.0, backlog)
+    return int(min(MAX_REQUEST_RETRY_SECONDS, max(1, math.ceil(seconds))))

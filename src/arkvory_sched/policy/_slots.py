@@ -1,0 +1,226 @@
+"""Who may take a slot, whom to mark for the next free ones, and who yields to whom.
+
+R-CLASS-3 (the interactive reserve), R-CLASS-5 (the per-principal share with
+contenders), R-SESS-12 (the marking budget and the back-up grace) and R-PREEMPT-1..3.
+Each store gathers the counts (live counters in memory, rows on PostgreSQL) and asks
+these functions; none of them reads a clock: ``now`` comes in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import NamedTuple, Protocol, TypeVar
+
+from ._constants import (
+    BACKUP_GRACE_SECONDS,
+    FINISHING_SOON_SECONDS,
+    MARK_SCAN_SLACK,
+    PREEMPT_MIN_HOLD_SECONDS,
+)
+from ._order import service_order
+
+__all__ = [
+    "MarkBudget",
+    "YieldCandidate",
+    "YieldHead",
+    "YieldHolder",
+    "backup_may_take_slot",
+    "choose_marks",
+    "choose_victim",
+    "finishing_soon",
+    "marking_budget",
+    "over_share_with_contenders",
+    "slot_free_for",
+]
+
+T = TypeVar("T")
+
+
+def over_share_with_contenders(principal_active: int, per_principal: int, contenders: bool) -> bool:
+    """R-CLASS-5: a principal at its share takes no further slot while another principal
+    below its share waits (``contenders``)."""
+    return contenders and principal_active >= per_principal
+
+
+def slot_free_for(
+    *,
+    sessions: int,
+    reserve: int,
+    active: int,
+    active_interactive: int,
+    interactive: bool,
+    over_share: bool,
+) -> bool:
+    """Whether a waiter may take a slot now: one is free, a non-interactive waiter does
+    not take the interactive reserve (R-CLASS-3), and it is not over its share while
+    others contend (``over_share``, :func:`over_share_with_contenders`)."""
+    if active >= sessions:
+        return False
+    if not interactive and active - active_interactive >= sessions - reserve:
+        return False
+    return not over_share
+
+
+def finishing_soon(remaining: int, per_session_rate: float, yield_requested: bool) -> bool:
+    """R-SESS-12: a slot counts as (about to be) free when its session finishes within
+    five seconds at its share of the rate, or has been asked to yield."""
+    return yield_requested or remaining / per_session_rate <= FINISHING_SOON_SECONDS
+
+
+@dataclass(frozen=True, slots=True)
+class MarkBudget:
+    """How many waiters a tick marks: twice the (soon) free slots, and of those at most
+    twice the free non-interactive slots for non-interactive waiters."""
+
+    free: int
+    total: int
+    noninteractive: int
+
+    @property
+    def scan_limit(self) -> int:
+        """Waiters a marking may look at, passing over those that may not take a slot."""
+        return 4 * self.total + MARK_SCAN_SLACK
+
+
+def marking_budget(
+    *,
+    sessions: int,
+    reserve: int,
+    active: int,
+    active_interactive: int,
+    soon: int,
+    soon_interactive: int,
+) -> MarkBudget:
+    """The budget of R-SESS-12 from the slot counts; ``soon`` per :func:`finishing_soon`.
+
+    ``free`` is what the store announces as free at the marking (never negative).
+    """
+    free_total = sessions - active + soon
+    free_ni = sessions - reserve - (active - active_interactive) + (soon - soon_interactive)
+    if free_total <= 0:
+        return MarkBudget(0, 0, 0)
+    return MarkBudget(free_total, 2 * free_total, 2 * max(0, free_ni))
+
+
+def choose_marks(
+    heads: Sequence[Sequence[T]],
+    passes: Sequence[float],
+    strides: Sequence[float],
+    budget: MarkBudget,
+    may_take: Callable[[T], bool],
+) -> list[tuple[T, bool]]:
+    """The waiters to mark, in service order, each with whether it is a back-up.
+
+    Rank 0 holds only interactive waiters (aging never lifts into it), so every other
+    rank spends the non-interactive budget; once that is spent, those classes are
+    skipped. ``may_take`` passes over a waiter that may not take a slot (blocked
+    behind a head it yielded to, or over its share while others contend).
+    """
+    total, noninteractive = budget.total, budget.noninteractive
+    if total <= 0:
+        return []
+    allowed = [True] + [noninteractive > 0] * (len(heads) - 1)
+    limit = budget.scan_limit
+    chosen: list[tuple[T, bool]] = []
+    for scanned, (rank, waiter) in enumerate(service_order(heads, passes, strides, allowed)):
+        if scanned >= limit:
+            break
+        if not may_take(waiter):
+            continue
+        chosen.append((waiter, len(chosen) >= budget.free))
+        total -= 1
+        if rank:
+            noninteractive -= 1
+            if noninteractive <= 0:
+                for other in range(1, len(allowed)):
+                    allowed[other] = False
+        if total <= 0:
+            break
+    return chosen
+
+
+def backup_may_take_slot(now: float, last_release: float) -> bool:
+    """A back-up mark takes a freed slot only when none of the first marked waiters (who
+    poll every second) came for it within one such poll period."""
+    return now - last_release >= BACKUP_GRACE_SECONDS
+
+
+@dataclass(frozen=True, slots=True)
+class YieldHead:
+    """The first waiter that may take a slot, as preemption sees it."""
+
+    principal: str
+    queue_rank: int
+    interactive: bool
+    principal_active: int
+
+
+class YieldHolder(Protocol):
+    """An active session as preemption sees it (read only).
+
+    The in-memory store passes its sessions as they are (no value built per tick);
+    the PostgreSQL leader passes a :class:`YieldCandidate` per active row.
+    """
+
+    @property
+    def principal_name(self) -> str: ...
+    @property
+    def base_rank(self) -> int: ...
+    @property
+    def principal_active(self) -> int: ...
+    @property
+    def slot_since(self) -> float: ...
+    @property
+    def has_id(self) -> bool: ...
+    @property
+    def yield_requested(self) -> bool: ...
+
+
+class YieldCandidate(NamedTuple):
+    """A :class:`YieldHolder` from plain values; ``ref`` is the store's handle of it."""
+
+    ref: bytes
+    principal_name: str
+    base_rank: int
+    principal_active: int
+    slot_since: float
+    has_id: bool
+    yield_requested: bool
+
+
+H = TypeVar("H", bound=YieldHolder)
+
+
+def choose_victim(
+    candidates: Iterable[H], head: YieldHead, *, now: float, per_principal: int
+) -> H | None:
+    """R-PREEMPT-1..3: the active session asked to yield its slot to ``head``, or None.
+
+    Only a protocol client (with a download id) not already asked, of another
+    principal, holding its slot for at least a minute, of a lower class than the head
+    — or above its share while the head's principal is below — and never an
+    interactive session for a non-interactive head. Among those: the lowest class,
+    then the one holding its slot longest.
+    """
+    head_below_share = head.principal_active < per_principal
+    victim: H | None = None
+    for candidate in candidates:
+        if not candidate.has_id or candidate.yield_requested:
+            continue
+        if candidate.principal_name == head.principal:
+            continue
+        if now - candidate.slot_since < PREEMPT_MIN_HOLD_SECONDS:
+            continue
+        lower_class = candidate.base_rank > head.queue_rank
+        above_share = head_below_share and candidate.principal_active > per_principal
+        if not (lower_class or above_share):
+            continue
+        if not head.interactive and candidate.base_rank == 0:
+            continue
+        if victim is None or (candidate.base_rank, -candidate.slot_since) > (
+            victim.base_rank,
+            -victim.slot_since,
+        ):
+            victim = candidate
+    return victim

@@ -1,0 +1,109 @@
+"""The policy's estimates: finish table, start, interval, check delay, Retry-After."""
+
+from __future__ import annotations
+
+import pytest
+
+from arkvory_sched.policy import (
+    FALLBACK_RATE,
+    busy_retry_after,
+    check_delay,
+    estimate_interval,
+    estimate_rate,
+    estimate_start,
+    finish_table,
+    jitter,
+    no_show_at,
+    request_retry_after,
+)
+
+MIB = 1024 * 1024
+
+
+def start(table: list[float], ahead: int, **changes: object) -> float:
+    values: dict[str, object] = {
+        "ahead": ahead,
+        "now": 100.0,
+        "sessions": 4,
+        "reserve": 0,
+        "interactive": False,
+        "active": 4,
+        "active_interactive": 0,
+        "waiting": 4,
+        "waiting_bytes": 4 * 100.0 * MIB,
+        "rate": 100.0 * MIB,
+    }
+    values.update(changes)
+    return estimate_start(table, **values)  # type: ignore[arg-type]
+
+
+def test_the_rate_is_measured_else_last_known_else_assumed_and_never_below_bandwidth() -> None:
+    assert estimate_rate(5.0, 7.0, None) == 5.0
+    assert estimate_rate(0.0, 7.0, None) == 7.0
+    assert estimate_rate(0.0, 0.0, None) == FALLBACK_RATE
+    assert estimate_rate(5.0, 0.0, 10) == 10.0
+
+
+def test_the_finish_table_has_a_slot_free_now_for_every_free_slot() -> None:
+    assert finish_table([300, 100], 10.0, 50.0, 4) == [50.0, 50.0, 60.0, 80.0]
+
+
+def test_the_first_round_starts_when_slots_finish_and_later_rounds_take_service_time() -> None:
+    table = [110.0, 120.0, 130.0, 140.0]
+    starts = [start(table, ahead) for ahead in range(6)]
+    assert starts[:4] == table
+    service = 100.0 * MIB * 4 / (100.0 * MIB)  # a mean download on a quarter of the link
+    assert starts[4] == pytest.approx(110.0 + service)
+
+
+def test_a_free_reserved_slot_is_not_promised_to_release_traffic() -> None:
+    table = [150.0, 160.0, 170.0]  # one slot missing from the table: free now
+    common = {"reserve": 1, "active": 3}
+    assert start(table, 0, interactive=True, **common) == 100.0
+    assert start(table, 0, **common) == 150.0
+
+
+def test_a_missing_slot_counts_as_free_now() -> None:
+    assert start([], 0, active=0) == 100.0
+    assert start([150.0], 1, active=1) == 100.0
+    assert start([150.0], 3, active=1) == 150.0
+
+
+def test_the_interval_is_twelve_percent_of_the_wait_and_at_least_two_seconds() -> None:
+    assert estimate_interval(200.0, 100.0) == pytest.approx((88.0 + 100.0, 212.0))
+    assert estimate_interval(101.0, 100.0) == (100.0, 103.0)
+
+
+def test_check_delay_rules() -> None:
+    assert (
+        check_delay(b"\x00", newcomer=True, ahead=50, wait=900, marked=False, free_at_mark=0) == 2
+    )
+    assert check_delay(b"\x80", newcomer=False, ahead=1, wait=900, marked=True, free_at_mark=2) == 1
+    far = check_delay(b"\xff", newcomer=False, ahead=999, wait=10**6, marked=False, free_at_mark=0)
+    assert 2 <= far <= 300
+    near = check_delay(b"\xff", newcomer=False, ahead=3, wait=8, marked=False, free_at_mark=0)
+    assert 2 <= near <= 4.4
+    assert check_delay(b"\x00", newcomer=False, ahead=0, wait=0, marked=False, free_at_mark=0) == 1
+
+
+def test_jitter_is_per_download_and_within_ten_percent() -> None:
+    assert jitter(b"\x00") == 0.9
+    assert jitter(b"\xff") < 1.1
+    assert jitter(b"\x80abc") == jitter(b"\x80xyz")
+
+
+def test_a_no_show_is_judged_thirty_seconds_or_one_delay_after_the_check() -> None:
+    assert no_show_at(100.0, 2.0) == 130.0
+    assert no_show_at(100.0, 200.0) == 300.0
+
+
+def test_busy_retry_after_is_one_mean_download_on_the_link_within_bounds() -> None:
+    assert busy_retry_after(10 * 100.0 * MIB, 10, 10.0 * MIB) == 10
+    assert busy_retry_after(0.0, 0, 10.0) == 2
+    assert busy_retry_after(1e15, 1, 1.0) == 300
+
+
+def test_request_retry_after_is_the_time_to_drain_the_queue_ahead() -> None:
+    assert request_retry_after(2.0, 7, 4) == 4
+    assert request_retry_after(0.01, 0, 4) == 1
+    assert request_retry_after(10.0, 100, 1) == 60
