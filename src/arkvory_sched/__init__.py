@@ -37,7 +37,7 @@ from ._model import (
     SchedulerStats,
     TickReport,
 )
-from ._port import DownloadScheduler
+from ._port import DownloadScheduler, FastGrant, FastPath
 from ._readiness import readiness_app
 from ._settings import SchedulerSettings, Strategy
 from ._target import DownloadTarget, Resolver
@@ -61,6 +61,8 @@ __all__ = [
     "DownloadSchedulerMiddleware",
     "DownloadTarget",
     "Failed",
+    "FastGrant",
+    "FastPath",
     "Grant",
     "HistogramSnapshot",
     "InMemoryDownloadScheduler",
