@@ -24,3 +24,15 @@ def test_no_public_name_is_missing_from_all() -> None:
 
 def test_all_is_sorted_for_readers() -> None:
     assert list(arkvory_sched.__all__) == sorted(arkvory_sched.__all__)
+
+
+def test_the_port_and_its_optional_fast_path_are_public() -> None:
+    """An implementation outside this package can offer the middleware's fast path."""
+    for name in ("DownloadScheduler", "FastGrant", "FastPath"):
+        assert name in arkvory_sched.__all__
+    assert arkvory_sched.FastPath.__abstractmethods__ == {
+        "admit_now",
+        "release_per_request",
+        "report_range",
+        "progress_now",
+    }
