@@ -107,6 +107,8 @@ class RequestAdmission:
             settings.transfer_queue_per_principal,
         )
         self._grants: dict[int, GrantState] = {}
+        # Tokens count down from -1: a store's session grants count up, so no two grants
+        # of one store share a token, and a caller may key its own records by token.
         self._next_token = 0
         self._request_seconds = 1.0  # smoothed per-request response duration
         self._waiters: dict[int, anyio.Event] = {}
@@ -152,7 +154,7 @@ class RequestAdmission:
         if self.closed or not self._queue.try_acquire():
             return None
         now = self._clock.monotonic()
-        self._next_token += 1
+        self._next_token -= 1
         token = self._next_token
         state = GrantState(token, None, byte_range, now, now, download_class=cls)
         self._grants[token] = state
@@ -162,7 +164,7 @@ class RequestAdmission:
     def grant(self, cls: DownloadClass, byte_range: ByteRange | None) -> Admitted:
         """Issue a grant for a place already counted as taken (by admit, or a promotion)."""
         now = self._clock.monotonic()
-        self._next_token += 1
+        self._next_token -= 1
         token = self._next_token
         self._grants[token] = GrantState(token, None, byte_range, now, now, download_class=cls)
         self.admitted += 1

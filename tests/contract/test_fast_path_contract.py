@@ -284,3 +284,20 @@ async def test_a_place_of_a_lowered_class_is_served_in_that_class(
     fast.release_per_request(place, 10)
     per_class = (await scheduler.stats()).per_class
     assert per_class[DownloadClass.BULK].bytes_delivered == 10
+
+
+async def test_per_request_and_session_grants_never_share_a_token(
+    make_scheduler: MakeScheduler,
+) -> None:
+    """Not a fast-path rule, but the one the per-request component must keep with its
+    store: a caller (the simulation) keys its records by ``Grant.token``."""
+    scheduler = await make_scheduler(contract_settings(max_downloads=4))
+    grants = [(await admitted(scheduler, small(f"p{index}"))).grant for index in range(3)]
+    grants += [(await admitted(scheduler, big(byte_range=chunk(0)))).grant]
+    grants += [(await admitted(scheduler, big(byte_range=chunk(1)))).grant]
+    assert {grant.admission for grant in grants} == {"per-request", "session"}
+    assert len({grant.token for grant in grants}) == len(grants)
+    for grant in grants:
+        await scheduler.report(grant, Interrupted())
+    stats = await scheduler.stats()
+    assert (stats.request_active, stats.active) == (0, 1)
