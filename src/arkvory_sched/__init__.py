@@ -32,7 +32,7 @@ from ._model import (
     SchedulerStats,
     TickReport,
 )
-from ._port import DownloadScheduler
+from ._port import DownloadScheduler, FastGrant, FastPath
 from ._readiness import readiness_app
 from ._settings import SchedulerSettings, Strategy
 from ._target import DownloadTarget, Resolver
@@ -57,6 +57,8 @@ __all__ = [
     "DownloadTarget",
     "EstimateAccuracy",
     "Failed",
+    "FastGrant",
+    "FastPath",
     "Grant",
     "HistogramSnapshot",
     "InMemoryDownloadScheduler",

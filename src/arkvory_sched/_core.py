@@ -26,6 +26,7 @@ from ._classes import DownloadClass, PrincipalKind, applied_class, default_class
 from ._clock import Clock
 from ._deadlines import DeadlineBuckets
 from ._fairqueue import FairQueue
+from ._grant_state import GrantState
 from ._histogram import Histogram
 from ._intervals import DeliveredRanges
 from ._model import (
@@ -44,7 +45,7 @@ from ._model import (
     SchedulerStats,
 )
 from ._rate import PeakRateMeter
-from ._request_queue import RequestQueue
+from ._request_admission import PendingRequest, RequestAdmission
 from ._session import (
     PrincipalRecord,
     Session,
@@ -76,7 +77,6 @@ from .policy import (
     marking_budget,
     no_show_at,
     over_share_with_contenders,
-    request_retry_after,
     sets_start,
     slot_free_for,
     uses_sessions,
@@ -89,34 +89,6 @@ __all__ = ["GrantState", "PendingRequest", "SchedulerCore", "TickOutcome"]
 _WAITING, _ACTIVE = SessionState.WAITING, SessionState.ACTIVE
 _PAUSED, _GONE = SessionState.PAUSED, SessionState.GONE
 _SHARED = Strategy.SHARED
-
-
-@dataclass(slots=True)
-class GrantState:
-    """The core's record of one granted response, until it is reported.
-
-    The in-memory fast paths hand it out as the handle of a per-request place or a
-    range (:meth:`SchedulerCore.admit_now`), so that no ``DownloadRequest``, ``Grant``
-    or outcome value is built for it.
-    """
-
-    token: int
-    session: Session | None  # None for a per-request grant
-    byte_range: ByteRange | None
-    started: float
-    last_progress: float
-    progressed: int = 0
-    download_class: DownloadClass = DownloadClass.RELEASE
-    ticket: str | None = None  # handed out with a range of admit_now
-
-
-@dataclass(frozen=True, slots=True)
-class PendingRequest:
-    """A per-request admission that must wait: the async wrapper waits on ``waiter_id``."""
-
-    waiter_id: int
-    principal: str
-    download_class: DownloadClass
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,12 +148,10 @@ class SchedulerCore:
         self._bytes_by_class = [0] * CLASS_COUNT
         self._wait_histograms = [Histogram() for _ in range(CLASS_COUNT)]
         self._estimates = EstimateScorer()
-        self._requests = RequestQueue(
-            settings.max_downloads,
-            settings.transfer_queue_limit,
-            settings.transfer_queue_per_principal,
+        # Per-request places (small objects, shared): the component both stores use.
+        self._requests = RequestAdmission(
+            settings, clock, rate=self._rate, bytes_by_class=self._bytes_by_class
         )
-        self._request_seconds = 1.0  # smoothed per-request response duration
         self._counters = _Counters()
         self._last_tick_seconds = 0.0
         self._closed = False
@@ -198,6 +168,11 @@ class SchedulerCore:
     @property
     def closed(self) -> bool:
         return self._closed
+
+    @property
+    def requests(self) -> RequestAdmission:
+        """The per-request places; the async wrapper waits on them."""
+        return self._requests
 
     @property
     def active_count(self) -> int:
@@ -231,7 +206,7 @@ class SchedulerCore:
         if key is None or (not sessions and key not in self._active):
             # R-STRAT-4: after a switch to shared (or a raised threshold) new work goes
             # per request, but an active session keeps its slot until it ends.
-            return self._admit_per_request(request.principal, cls, request.effective_range, now)
+            return self._requests.admit(request.principal, cls, request.effective_range)
         session = self._sessions.get(key)
         byte_range = request.effective_range
         if session is None:
@@ -317,15 +292,7 @@ class SchedulerCore:
             key = session_key(principal, object_id, download_id, client_address)
             if key in self._active:
                 return None  # R-STRAT-4: a range of an active session; admit serves it
-        if not self._requests.try_acquire():
-            return None
-        now = self._clock.monotonic()
-        self._next_token += 1
-        token = self._next_token
-        state = GrantState(token, None, byte_range, now, now, download_class=cls)
-        self._grants[token] = state
-        self._counters.admitted += 1
-        return state
+        return self._requests.take_now(cls, byte_range)
 
     def _further_range_now(
         self, session: Session, object_size: int, byte_range: ByteRange | None
@@ -414,48 +381,19 @@ class SchedulerCore:
         self._counters.admitted += 1
         return state
 
-    def _admit_per_request(
-        self,
-        principal: str,
-        cls: DownloadClass,
-        byte_range: ByteRange | None,
-        now: float,
-    ) -> Decision | PendingRequest:
-        if self._closed:
-            return self._reject(RejectReason.SHUTTING_DOWN, SHUTDOWN_RETRY_SECONDS, cls)
-        if self._requests.try_acquire():
-            return self.grant_per_request(cls, byte_range, now)
-        if self._settings.transfer_queue_wait_seconds <= 0:
-            return self._reject(RejectReason.REQUEST_QUEUE_FULL, self._request_retry_after(), cls)
-        waiter = self._requests.enqueue(principal)
-        if isinstance(waiter, RejectReason):
-            return self._reject(waiter, self._request_retry_after(), cls)
-        return PendingRequest(waiter, principal, cls)
-
-    def grant_per_request(
-        self, cls: DownloadClass, byte_range: ByteRange | None, now: float | None = None
-    ) -> Admitted:
+    def grant_per_request(self, cls: DownloadClass, byte_range: ByteRange | None) -> Admitted:
         """Issue a grant for a per-request place already counted as taken."""
-        started = self._clock.monotonic() if now is None else now
-        self._next_token += 1
-        token = self._next_token
-        self._grants[token] = GrantState(
-            token, None, byte_range, started, started, download_class=cls
-        )
-        self._counters.admitted += 1
-        return Admitted(Grant(token, "per-request", cls, byte_range))
+        return self._requests.grant(cls, byte_range)
 
     def cancel_pending(self, pending: PendingRequest) -> Rejected | None:
         """The wait for a per-request place ran out. None if it was promoted meanwhile."""
-        if not self._requests.cancel(pending.waiter_id):
-            return None
-        return self._reject(
-            RejectReason.REQUEST_WAIT_EXPIRED, self._request_retry_after(), pending.download_class
-        )
+        return self._requests.cancel(pending)
 
     # ================================================================ delivery
     def report(self, grant: Grant, outcome: DeliveryOutcome) -> list[int]:
         """Record how a response ended. Returns per-request waiters promoted into places."""
+        if grant.admission == "per-request":
+            return self._requests.report(grant, outcome)
         state = self._grants.get(grant.token)
         if state is None:
             return []
@@ -464,6 +402,9 @@ class SchedulerCore:
     def report_state(self, state: GrantState, outcome: DeliveryOutcome) -> list[int]:
         """:meth:`report` for a range of :meth:`admit_now` (any grant state); a second
         call is a no-op."""
+        session = state.session
+        if session is None:
+            return self._requests.report_state(state, outcome)
         if self._grants.pop(state.token, None) is None:
             return []
         now = self._clock.monotonic()
@@ -473,9 +414,6 @@ class SchedulerCore:
         else:
             counted = None
             sent = outcome.bytes_sent
-        session = state.session
-        if session is None:
-            return self._end_per_request(state, sent, now)
         self._record_bytes(state, max(0, sent - state.progressed), now)
         session.in_flight = max(0, session.in_flight - 1)
         if counted is None and not session.in_flight:
@@ -509,30 +447,21 @@ class SchedulerCore:
         the bytes sent before an interruption or failure. A second call is a no-op.
         Returns the per-request waiters promoted into the freed place.
         """
-        if self._grants.pop(state.token, None) is None:
-            return []
-        return self._end_per_request(state, sent, self._clock.monotonic())
-
-    def _end_per_request(self, state: GrantState, sent: int, now: float) -> list[int]:
-        # _record_bytes inline, and the smoothing without max() calls: this runs once
-        # per small object, and the state is dropped right after.
-        nbytes = sent - state.progressed
-        if nbytes > 0:
-            self._rate.record(state.last_progress, now, nbytes)
-            self._bytes_by_class[state.download_class.rank] += nbytes
-        duration = now - state.started
-        self._request_seconds = 0.8 * self._request_seconds + 0.2 * (
-            duration if duration > 0.01 else 0.01
-        )
-        return self._requests.release()
+        return self._requests.release(state, sent)
 
     def progress(self, grant: Grant, nbytes: int) -> None:
+        if grant.admission == "per-request":
+            self._requests.progress(grant, nbytes)
+            return
         state = self._grants.get(grant.token)
         if state is not None:
             self.progress_per_request(state, nbytes)
 
     def progress_per_request(self, state: GrantState, nbytes: int) -> None:
         """:meth:`progress` for a place or range of :meth:`admit_now` (or any grant state)."""
+        if state.session is None:
+            self._requests.progress_state(state, nbytes)
+            return
         if nbytes <= 0 or state.token not in self._grants:
             return
         now = self._clock.monotonic()
@@ -932,11 +861,6 @@ class SchedulerCore:
         """An honest wait for a full queue: until about one slot turns over."""
         return busy_retry_after(self._waiting_bytes, len(self._queue), self._current_rate())
 
-    def _request_retry_after(self) -> int:
-        """Per-request queue full: the time for the queue ahead to drain (never a fixed 2 s)."""
-        requests = self._requests
-        return request_retry_after(self._request_seconds, requests.waiting, requests.max_active)
-
     def _reject(
         self, reason: RejectReason, retry_after: int, cls: DownloadClass | None
     ) -> Rejected:
@@ -965,7 +889,7 @@ class SchedulerCore:
     def close(self) -> list[int]:
         """Stop admitting new work; returns per-request waiters to wake with a refusal."""
         self._closed = True
-        return self._requests.drain()
+        return self._requests.close()
 
     # ================================================================ stats
     def stats(self) -> SchedulerStats:
@@ -995,12 +919,12 @@ class SchedulerCore:
             per_class=per_class,
             request_active=self._requests.active,
             request_waiting=self._requests.waiting,
-            admitted_total=self._counters.admitted,
+            admitted_total=self._counters.admitted + self._requests.admitted,
             completed_total=self._counters.completed,
             no_shows_total=self._counters.no_shows,
             idle_releases_total=self._counters.idle_releases,
             preemptions_total=self._counters.preemptions,
-            rejections_total=dict(self._counters.rejections),
+            rejections_total=_merged(self._counters.rejections, self._requests.rejections),
             estimate_error_seconds=self._estimates.absolute().snapshot(),
             estimate_accuracy=self._estimates.accuracy(),
             last_tick_seconds=self._last_tick_seconds,
@@ -1053,7 +977,7 @@ class SchedulerCore:
         return problems
 
     def grants_in_flight(self) -> int:
-        return len(self._grants)
+        return len(self._grants) + self._requests.in_flight
 
     def principal_active(self, principal: str) -> int:
         record = self._principals.get(principal)
@@ -1064,3 +988,13 @@ class SchedulerCore:
 
     def active_noninteractive(self) -> int:
         return len(self._active) - self._active_interactive
+
+
+def _merged(
+    first: dict[RejectReason, int], second: dict[RejectReason, int]
+) -> dict[RejectReason, int]:
+    """The rejection counts of the session path and of the per-request places, added up."""
+    merged = dict(first)
+    for reason, count in second.items():
+        merged[reason] = merged.get(reason, 0) + count
+    return merged

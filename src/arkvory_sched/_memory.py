@@ -9,48 +9,41 @@ requests when the queue changes.
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 
 import anyio
 
 from ._classes import DownloadClass, PrincipalKind
 from ._clock import Clock, SystemClock
-from ._core import GrantState, PendingRequest, SchedulerCore
+from ._core import SchedulerCore
+from ._grant_state import GrantState
 from ._model import (
     ByteRange,
     Decision,
     DeliveryOutcome,
     DownloadRequest,
     Grant,
-    Interrupted,
-    Rejected,
-    RejectReason,
     SchedulerStats,
     TickReport,
 )
-from ._port import DownloadScheduler
+from ._port import DownloadScheduler, FastPath
+from ._request_admission import PendingRequest, RequestTimer, wait_with_timeout
 from ._settings import SchedulerSettings
 from ._tickets import TicketSigner
 from ._ticking import next_tick_delay
 
-__all__ = ["InMemoryDownloadScheduler", "RequestTimer", "wait_with_timeout"]
-
-RequestTimer = Callable[[anyio.Event, float], Awaitable[None]]
-"""Waits for an event for at most ``timeout`` seconds (how per-request waits pass time)."""
+__all__ = ["InMemoryDownloadScheduler"]
 
 
-async def wait_with_timeout(event: anyio.Event, timeout: float) -> None:
-    """The real-time :data:`RequestTimer`."""
-    with anyio.move_on_after(timeout):
-        await event.wait()
-
-
-class InMemoryDownloadScheduler(DownloadScheduler):
+class InMemoryDownloadScheduler(DownloadScheduler, FastPath[GrantState]):
     """One process's queue in memory. Positions survive a restart through tickets.
 
     ``ticket_keys`` (newest first) enable ``Arkvory-Queue-Ticket``; without keys the
     scheduler works without tickets. ``request_timer`` is how a per-request wait passes
     time; a simulation on virtual time passes its own.
+
+    It is its own :class:`FastPath` (ADR 0013): the handles are the core's
+    :class:`GrantState` records.
     """
 
     def __init__(
@@ -65,10 +58,9 @@ class InMemoryDownloadScheduler(DownloadScheduler):
         self._core = SchedulerCore(
             settings or SchedulerSettings.from_env(), clock or SystemClock(), signer
         )
+        self._requests = self._core.requests
         self._changed = anyio.Event()
         self._watchers = 0
-        self._request_waiters: dict[int, anyio.Event] = {}
-        self._refused_at_close: set[int] = set()  # waiters close() drained: never promoted
         self._request_timer = request_timer
 
     @property
@@ -84,66 +76,31 @@ class InMemoryDownloadScheduler(DownloadScheduler):
         decision = self._core.admit(request)
         if not isinstance(decision, PendingRequest):
             return decision
-        return await self._wait_for_request_place(decision, request)
-
-    async def _wait_for_request_place(
-        self, pending: PendingRequest, request: DownloadRequest
-    ) -> Decision:
-        event = anyio.Event()
-        self._request_waiters[pending.waiter_id] = event
         try:
-            await self._request_timer(event, self._core.settings.transfer_queue_wait_seconds)
+            return await self._requests.wait(decision, request.effective_range, self._request_timer)
         except BaseException:
-            # The caller gave up (client gone, task cancelled): leave the waiting room,
-            # and hand back a place promotion gave us meanwhile, or it leaks (R-RES-3).
-            drained = pending.waiter_id in self._refused_at_close
-            if not drained and self._core.cancel_pending(pending) is None:
-                taken = self._core.grant_per_request(pending.download_class, None)
-                self._wake_requests(self._core.report(taken.grant, Interrupted()))
-                self._notify()
-            self._refused_at_close.discard(pending.waiter_id)
+            self._notify()  # it may have handed back a place promotion gave it
             raise
-        finally:
-            self._request_waiters.pop(pending.waiter_id, None)
-        if pending.waiter_id in self._refused_at_close:
-            # Drained by close(): it holds no place, so it must not be granted one.
-            self._refused_at_close.discard(pending.waiter_id)
-            return Rejected(RejectReason.SHUTTING_DOWN, 5, pending.download_class)
-        if self._core.closed and not event.is_set():
-            self._core.cancel_pending(pending)
-            return Rejected(RejectReason.SHUTTING_DOWN, 5, pending.download_class)
-        refused = self._core.cancel_pending(pending)
-        if refused is not None:
-            return refused
-        # Promoted: the place is ours (also when promotion raced the timeout).
-        return self._core.grant_per_request(pending.download_class, request.effective_range)
 
     async def report(self, grant: Grant, outcome: DeliveryOutcome) -> None:
-        promoted = self._core.report(grant, outcome)
-        self._wake_requests(promoted)
+        self._core.report(grant, outcome)
         self._notify()
 
     async def progress(self, grant: Grant, nbytes: int) -> None:
         self._core.progress(grant, nbytes)
 
-    # ------------------------------------------------------------ fast paths
-    def offers_fast_path(self) -> bool:
-        """Whether the synchronous methods below may stand in for the port's.
-
-        ``admit_now``, ``release_per_request``, ``report_range`` and ``progress_now``
-        decide and account exactly as ``admit``, ``report`` and ``progress`` do for a
-        small object while a place is free, and for a further range of a download that
-        holds its slot, without building the port's request and grant values and without
-        an ``await`` (the middleware uses them for most requests). Not so for a subclass
-        that overrides one of the three to observe or change each call, such as a
-        recording test double: every request must then pass through them.
-        """
+    # ------------------------------------------------------------ fast path
+    def fast_path(self) -> FastPath[GrantState] | None:
+        """This scheduler, unless a subclass overrides ``admit``, ``report`` or
+        ``progress`` to observe or change each call (such as a recording test double):
+        every request must then pass through them."""
         kind, base = type(self), InMemoryDownloadScheduler
-        return (
-            kind.admit is base.admit
-            and kind.report is base.report
-            and kind.progress is base.progress
+        observed = (
+            kind.admit is not base.admit
+            or kind.report is not base.report
+            or kind.progress is not base.progress
         )
+        return None if observed else self
 
     def admit_now(
         self,
@@ -160,10 +117,10 @@ class InMemoryDownloadScheduler(DownloadScheduler):
         """A per-request place or a further range of an active download session, taken
         at once, or ``None``: then ``admit`` decides.
 
-        A per-request place (``session`` is ``None``) is given back by
+        A per-request place (``per_request``) is given back by
         :meth:`release_per_request`, a range (its ticket in ``ticket``) by
-        :meth:`report_range`. See :meth:`SchedulerCore.admit_now`; raises
-        :class:`InvalidRequestError` as ``admit`` does.
+        :meth:`report_range`. The checks are the core's (:meth:`SchedulerCore.admit_now`),
+        in ``admit``'s order; raises :class:`InvalidRequestError` as ``admit`` does.
         """
         return self._core.admit_now(
             principal,
@@ -177,27 +134,18 @@ class InMemoryDownloadScheduler(DownloadScheduler):
             byte_range,
         )
 
-    def release_per_request(self, place: GrantState, sent: int) -> None:
-        """``report`` for a place of :meth:`admit_now`: ``sent`` as
-        :meth:`SchedulerCore.release_per_request` takes it."""
-        self._released(self._core.release_per_request(place, sent))
+    def release_per_request(self, grant: GrantState, sent: int) -> None:
+        self._requests.release(grant, sent)  # wakes a waiter promoted into the place
+        if self._watchers:
+            self._notify()  # without replacing the event when nobody waits (the common case)
 
-    def report_range(self, state: GrantState, outcome: DeliveryOutcome) -> None:
-        """``report`` for a range of :meth:`admit_now`."""
-        self._released(self._core.report_state(state, outcome))
-
-    def _released(self, promoted: list[int]) -> None:
-        """After a fast-path release: wake the per-request waiters promoted into the
-        freed places, and any ``wait_for_change`` (without replacing its event when
-        nobody waits, the common case)."""
-        if promoted:
-            self._wake_requests(promoted)
+    def report_range(self, grant: GrantState, outcome: DeliveryOutcome) -> None:
+        self._core.report_state(grant, outcome)
         if self._watchers:
             self._notify()
 
-    def progress_now(self, state: GrantState, nbytes: int) -> None:
-        """``progress`` for a place or range of the fast path."""
-        self._core.progress_per_request(state, nbytes)
+    def progress_now(self, grant: GrantState, nbytes: int) -> None:
+        self._core.progress_per_request(grant, nbytes)
 
     async def wait_for_change(self, timeout: float) -> None:
         changed = self._changed
@@ -230,19 +178,8 @@ class InMemoryDownloadScheduler(DownloadScheduler):
         return self._core.stats()
 
     async def close(self) -> None:
-        waiters = self._core.close()
-        self._refused_at_close.update(waiters)
-        for waiter_id in waiters:
-            event = self._request_waiters.get(waiter_id)
-            if event is not None:
-                event.set()
+        self._core.close()  # refuses and wakes the per-request waiters
         self._notify()
-
-    def _wake_requests(self, waiter_ids: list[int]) -> None:
-        for waiter_id in waiter_ids:
-            event = self._request_waiters.get(waiter_id)
-            if event is not None:
-                event.set()
 
     def _notify(self) -> None:
         """Wake everything in ``wait_for_change``; a fresh event serves the next wait."""

@@ -4,16 +4,31 @@ The docstrings here are the contract. The in-memory implementation (the embedded
 default) and the PostgreSQL implementation both satisfy it, and one contract test suite
 runs against each. Callers — the ASGI middleware and the mass-update simulation — never
 depend on anything else.
+
+:class:`FastPath` is an optional part of the port: synchronous stand-ins for ``admit``,
+``report`` and ``progress`` for the two most common requests (ADR 0013). An
+implementation offers it through :meth:`DownloadScheduler.fast_path` or declines; a
+caller that uses it must still go through ``admit`` whenever it answers ``None``.
 """
 
 from __future__ import annotations
 
 import abc
+from typing import Any, Generic, Protocol, TypeVar
 
-from ._model import Decision, DeliveryOutcome, DownloadRequest, Grant, SchedulerStats, TickReport
+from ._classes import DownloadClass, PrincipalKind
+from ._model import (
+    ByteRange,
+    Decision,
+    DeliveryOutcome,
+    DownloadRequest,
+    Grant,
+    SchedulerStats,
+    TickReport,
+)
 from ._settings import SchedulerSettings
 
-__all__ = ["DownloadScheduler"]
+__all__ = ["DownloadScheduler", "FastGrant", "FastPath"]
 
 
 class DownloadScheduler(abc.ABC):
@@ -100,3 +115,94 @@ class DownloadScheduler(abc.ABC):
     @abc.abstractmethod
     def settings(self) -> SchedulerSettings:
         """The settings in force."""
+
+    def fast_path(self) -> FastPath[Any] | None:
+        """The synchronous fast path of this scheduler, or ``None`` (the default): it
+        declines, and every request goes through ``admit``.
+
+        Asked once when a caller takes the scheduler (the middleware does when it is
+        given one), not per request.
+        """
+        return None
+
+
+class FastGrant(Protocol):
+    """What a caller may read of a fast-path handle; the rest is the implementation's.
+
+    The handle is the implementation's own record of the grant (no value is built for
+    the caller), so the caller never keeps it after ending it and never changes it.
+    """
+
+    @property
+    def per_request(self) -> bool:
+        """A per-request place (end it with ``release_per_request``), not a range of a
+        session (``report_range``)."""
+
+    @property
+    def download_class(self) -> DownloadClass:
+        """The class the response is served in (``Arkvory-Download-Class``)."""
+
+    @property
+    def ticket(self) -> str | None:
+        """The session's ticket for a range (``Arkvory-Queue-Ticket``); ``None`` for a
+        place, or without ticket keys."""
+
+    @property
+    def byte_range(self) -> ByteRange | None:
+        """The range granted: for a range of a session, the whole object when the
+        request had none (as ``DownloadRequest.effective_range``)."""
+
+
+GrantT = TypeVar("GrantT", bound=FastGrant)
+
+
+class FastPath(abc.ABC, Generic[GrantT]):
+    """Optional synchronous admission for the two most common requests (ADR 0013).
+
+    The contract, which ``tests/contract/test_fast_path_contract.py`` checks on every
+    implementation that offers it:
+
+    * It decides and accounts exactly as ``admit``, ``report`` and ``progress`` do: the
+      same grants, the same refusals of invalid values, the same counters in
+      ``stats()``. It never decides anything ``admit`` would decide otherwise.
+    * ``admit_now`` grants only what needs no queue — a small object's per-request place
+      while one is free, or a further range of a download session that holds its slot
+      and has a range place free — and returns ``None`` for everything else, after which
+      the caller asks ``admit``. It raises :class:`InvalidRequestError` when ``admit``
+      would (for a value it has to look at).
+    * Each handle is ended exactly once: a place by ``release_per_request``, a range by
+      ``report_range``. A second end is a no-op. Ending returns the counters to zero
+      (R-RES-3), and wakes what ``report`` would wake.
+    * Nothing here awaits or blocks; no value of the port is built.
+    """
+
+    @abc.abstractmethod
+    def admit_now(
+        self,
+        principal: str,
+        principal_kind: PrincipalKind,
+        base_class: DownloadClass | None,
+        requested_class: str | None,
+        download_id: str | None,
+        object_id: str,
+        object_size: int,
+        client_address: str,
+        byte_range: ByteRange | None,
+    ) -> GrantT | None:
+        """A per-request place or a further range of an active session, taken at once,
+        or ``None``: then ``admit`` decides. The arguments are ``DownloadRequest``'s
+        fields (without a ticket: a ticket only matters to a session ``admit`` starts)."""
+
+    @abc.abstractmethod
+    def release_per_request(self, grant: GrantT, sent: int) -> None:
+        """``report`` for a per-request place: ``sent`` is the byte count a
+        ``Delivered`` outcome stands for (the whole object, or the range the app
+        served), or the bytes sent before an interruption or failure."""
+
+    @abc.abstractmethod
+    def report_range(self, grant: GrantT, outcome: DeliveryOutcome) -> None:
+        """``report`` for a range of a session."""
+
+    @abc.abstractmethod
+    def progress_now(self, grant: GrantT, nbytes: int) -> None:
+        """``progress`` for a place or a range."""

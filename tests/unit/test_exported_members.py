@@ -36,3 +36,15 @@ def test_the_policy_exports_exactly_its_all() -> None:
         if not name.startswith("_") and not getattr(value, "__name__", "").startswith("arkvory_")
     }
     assert public - {"annotations"} == set(policy.__all__)
+
+
+def test_the_port_and_its_optional_fast_path_are_public() -> None:
+    """An implementation outside this package can offer the middleware's fast path."""
+    for name in ("DownloadScheduler", "FastGrant", "FastPath"):
+        assert name in arkvory_sched.__all__
+    assert arkvory_sched.FastPath.__abstractmethods__ == {
+        "admit_now",
+        "release_per_request",
+        "report_range",
+        "progress_now",
+    }

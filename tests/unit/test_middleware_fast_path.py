@@ -1,4 +1,4 @@
-"""The middleware's fast paths on the in-memory scheduler.
+"""The middleware's fast paths on the in-memory scheduler (the port's ``FastPath``).
 
 For a small object, while a per-request place is free, the middleware takes the place
 synchronously (``admit_now``) and gives it back with a byte count
@@ -37,6 +37,7 @@ from arkvory_sched import (
     DownloadClass,
     DownloadRequest,
     Failed,
+    FastPath,
     Grant,
     InMemoryDownloadScheduler,
     Interrupted,
@@ -46,7 +47,8 @@ from arkvory_sched import (
     generate_key,
 )
 from arkvory_sched._classes import default_class
-from arkvory_sched._core import GrantState, SchedulerCore
+from arkvory_sched._core import SchedulerCore
+from arkvory_sched._grant_state import GrantState
 from arkvory_sched._middleware import DownloadSchedulerMiddleware
 from arkvory_sched._rate import PeakRateMeter
 from arkvory_sched._session import KEY_CACHE_ENTRIES, session_key
@@ -99,8 +101,8 @@ class CountingFast(InMemoryDownloadScheduler):
     def admit_now(self, *args: Any) -> GrantState | None:
         state = super().admit_now(*args)
         if state is not None:
-            self.taken += state.session is None
-            self.ranges += state.session is not None
+            self.taken += state.per_request
+            self.ranges += not state.per_request
         return state
 
     def release_per_request(self, place: GrantState, sent: int) -> None:
@@ -206,7 +208,9 @@ async def get(side: Side, name: str, **headers: str) -> httpx.Response:
 
 # ====================================================================== which path
 def test_the_plain_in_memory_scheduler_offers_the_fast_path() -> None:
-    assert InMemoryDownloadScheduler(scheduler_settings()).offers_fast_path()
+    scheduler = InMemoryDownloadScheduler(scheduler_settings())
+    assert scheduler.fast_path() is scheduler
+    assert isinstance(scheduler.fast_path(), FastPath)
 
 
 @pytest.mark.parametrize("method", ["admit", "report", "progress"])
@@ -216,7 +220,7 @@ def test_a_subclass_that_observes_the_port_turns_the_fast_path_off(method: str) 
 
     observing = type("Observing", (InMemoryDownloadScheduler,), {method: passthrough})
     scheduler = observing(scheduler_settings())
-    assert not scheduler.offers_fast_path()
+    assert scheduler.fast_path() is None
     middleware = DownloadSchedulerMiddleware(
         make_app("starlette", ObjectStore()),
         scheduler=scheduler,

@@ -42,7 +42,6 @@ from .._accuracy import EstimateScorer
 from .._classes import DownloadClass, applied_class, default_class
 from .._clock import Clock
 from .._histogram import Histogram
-from .._memory import InMemoryDownloadScheduler, RequestTimer, wait_with_timeout
 from .._model import (
     Admitted,
     ByteRange,
@@ -61,6 +60,12 @@ from .._model import (
 )
 from .._port import DownloadScheduler
 from .._rate import PeakRateMeter
+from .._request_admission import (
+    PendingRequest,
+    RequestAdmission,
+    RequestTimer,
+    wait_with_timeout,
+)
 from .._session import SessionKeys
 from .._settings import SchedulerSettings, Strategy
 from .._tickets import TicketSigner
@@ -180,11 +185,6 @@ class PostgresScheduler(DownloadScheduler):
         self._store: SettingsStore | None = None
         self._applied_revision = 0
         self.settings_problems: list[str] = []
-        self._requests = InMemoryDownloadScheduler(
-            self._per_request_settings(self._environment),
-            clock=self._clock,
-            request_timer=request_timer,
-        )
         self._leases = LeaseCache(max_trust=min(2.0, lease_seconds / 3))
         self._keys = SessionKeys()  # session keys of recent requests (no hash per range)
         self._grants: dict[int, _SessionGrant] = {}
@@ -197,6 +197,12 @@ class PostgresScheduler(DownloadScheduler):
         self._rate = PeakRateMeter()
         self._last_rate = 0.0
         self._bytes_by_class = [0] * CLASS_COUNT
+        # Small objects stay in this process: its own per-request places (R-SESS-3),
+        # the same component the in-memory scheduler uses.
+        self._requests = RequestAdmission(
+            self._environment, self._clock, rate=self._rate, bytes_by_class=self._bytes_by_class
+        )
+        self._request_timer = request_timer
         self._wait_histograms = [Histogram() for _ in range(CLASS_COUNT)]
         self._estimates = EstimateScorer()
         self._admitted = 0
@@ -390,7 +396,12 @@ class PostgresScheduler(DownloadScheduler):
         base = request.base_class or default_class(request.principal_kind)
         cls = applied_class(base, request.requested_class)
         if not uses_sessions(self._settings, request.object_size):
-            return await self._requests.admit(request)
+            decision = self._requests.admit(request.principal, cls, request.effective_range)
+            if isinstance(decision, PendingRequest):
+                return await self._requests.wait(
+                    decision, request.effective_range, self._request_timer
+                )
+            return decision
         if key is None:
             key = self._keys.key(
                 request.principal, request.object_id, download_id, request.client_address
@@ -845,7 +856,7 @@ class PostgresScheduler(DownloadScheduler):
     # ------------------------------------------------------------------ delivery
     async def report(self, grant: Grant, outcome: DeliveryOutcome) -> None:
         if grant.admission == "per-request":
-            await self._requests.report(grant, outcome)
+            self._requests.report(grant, outcome)  # wakes a waiter promoted into the place
             return
         state = self._grants.pop(grant.token, None)
         if state is None:
@@ -914,7 +925,7 @@ class PostgresScheduler(DownloadScheduler):
 
     async def progress(self, grant: Grant, nbytes: int) -> None:
         if grant.admission == "per-request":
-            await self._requests.progress(grant, nbytes)
+            self._requests.progress(grant, nbytes)
             return
         state = self._grants.get(grant.token)
         if state is None or nbytes <= 0:
@@ -1085,7 +1096,6 @@ class PostgresScheduler(DownloadScheduler):
         current = self._settings
         settings = settings.keeping_environment_only(current)
         self._settings = settings
-        await self._requests.configure(self._per_request_settings(settings))
         async with self._acquire() as conn:
             await conn.execute(sql.ENSURE_SLOTS, settings.sessions)
             await conn.execute(sql.ANALYZE_SLOTS)
@@ -1128,14 +1138,9 @@ class PostgresScheduler(DownloadScheduler):
                     [(rank, who, vts.get(rank, 0) + n) for (rank, who), n in rounds.items()],
                 )
 
-    @staticmethod
-    def _per_request_settings(settings: SchedulerSettings) -> SchedulerSettings:
-        """Small objects stay in this process: its own per-request places (R-SESS-3)."""
-        return settings.with_changes(strategy=Strategy.SHARED)
-
     # ------------------------------------------------------------------ stats
     async def stats(self) -> SchedulerStats:
-        local = await self._requests.stats()
+        requests = self._requests
         try:
             async with self._acquire() as conn:
                 rows = await conn.fetch(sql.STATS)
@@ -1164,7 +1169,7 @@ class PostgresScheduler(DownloadScheduler):
                 bytes_delivered=self._bytes_by_class[rank],
                 wait_seconds=self._wait_histograms[rank].snapshot(),
             )
-        rejections = dict(local.rejections_total)
+        rejections = dict(requests.rejections)
         for reason, count in self._rejections.items():
             rejections[reason] = rejections.get(reason, 0) + count
         rate = (
@@ -1187,9 +1192,9 @@ class PostgresScheduler(DownloadScheduler):
             admission="per-request" if settings.strategy is Strategy.SHARED else "session",
             sessions_limit=settings.sessions,
             per_class=per_class,
-            request_active=local.request_active,
-            request_waiting=local.request_waiting,
-            admitted_total=self._admitted + local.admitted_total,
+            request_active=requests.active,
+            request_waiting=requests.waiting,
+            admitted_total=self._admitted + requests.admitted,
             completed_total=0 if counters is None else counters["completed_total"],
             no_shows_total=0 if counters is None else counters["no_shows_total"],
             idle_releases_total=0 if counters is None else counters["idle_releases_total"],
@@ -1209,7 +1214,7 @@ class PostgresScheduler(DownloadScheduler):
     # ------------------------------------------------------------------ lifecycle
     async def close(self) -> None:
         self._closed = True
-        await self._requests.close()
+        self._requests.close()  # refuses and wakes the per-request waiters
         self._notify()
 
     async def disconnect(self) -> None:
