@@ -40,6 +40,9 @@ TABLES = {
     "queue_leader",
     "download_settings",
     "arkvory_download_ticket_key",
+    "queue_expired",
+    "principal_load",
+    "principal_expired",
 }
 
 
