@@ -4,12 +4,19 @@
 -- ----------------------------------------------------------------------- session counts
 -- queue_limit and queue_per_principal are checked against counts kept in the same
 -- statement as the insert, never against a count the leader took a tick ago.
--- Each count is split by writer, so that no admission waits for the leader's tick:
--- admissions add and completions subtract (both as their last writes, locked only
--- until their commit); the leader's tick adds the sessions it deletes (no-shows,
--- expired pauses) to rows nobody else writes. Sessions = load - expired; an admission
--- reads the expired rows as committed, which can only make the count look higher.
-ALTER TABLE queue_state ADD COLUMN live_sessions bigint NOT NULL DEFAULT 0;
+-- Each count is split by writer, so that no writer waits for another's locks: admissions
+-- count what they add (``queue_admitted``, ``principal_load``, written as their last
+-- writes), completions what they delete (``queue_state.completed_total``, which they
+-- wrote already, and ``principal_completed``), the leader's tick what it deletes
+-- (no-shows, expired pauses: ``queue_expired``, ``principal_expired``). Sessions =
+-- admitted - completed - expired. An admission reads the other writers' rows as
+-- committed, which can only make the count look higher, never lower.
+CREATE TABLE queue_admitted (
+    id       boolean PRIMARY KEY DEFAULT true CHECK (id),
+    sessions bigint NOT NULL DEFAULT 0
+);
+INSERT INTO queue_admitted (sessions)
+SELECT (SELECT count(*) FROM download_session) + q.completed_total FROM queue_state AS q;
 
 CREATE TABLE queue_expired (
     id       boolean PRIMARY KEY DEFAULT true CHECK (id),
@@ -21,15 +28,36 @@ CREATE TABLE principal_load (
     principal text PRIMARY KEY,
     sessions  bigint NOT NULL DEFAULT 0
 );
+INSERT INTO principal_load (principal, sessions)
+SELECT principal, count(*) FROM download_session GROUP BY principal;
+
+CREATE TABLE principal_completed (
+    principal text PRIMARY KEY,
+    sessions  bigint NOT NULL DEFAULT 0
+);
 
 CREATE TABLE principal_expired (
     principal text PRIMARY KEY,
     sessions  bigint NOT NULL DEFAULT 0
 );
 
-UPDATE queue_state SET live_sessions = (SELECT count(*) FROM download_session);
-INSERT INTO principal_load (principal, sessions)
-SELECT principal, count(*) FROM download_session GROUP BY principal;
+-- A principal's sessions as an admission may count them.
+CREATE FUNCTION principal_gone(p_principal text) RETURNS bigint
+LANGUAGE sql STABLE
+AS $$
+    SELECT coalesce((SELECT c.sessions FROM principal_completed AS c
+                     WHERE c.principal = p_principal), 0)
+         + coalesce((SELECT e.sessions FROM principal_expired AS e
+                     WHERE e.principal = p_principal), 0)
+$$;
+
+-- The fleet's sessions gone, as an admission may count them.
+CREATE FUNCTION queue_gone() RETURNS bigint
+LANGUAGE sql STABLE
+AS $$
+    SELECT (SELECT q.completed_total FROM queue_state AS q)
+         + (SELECT e.sessions FROM queue_expired AS e)
+$$;
 
 -- ----------------------------------------------------------------------- delivered
 -- R-SESS-8: at most 64 merged intervals; beyond that the shortest is forgotten (the
@@ -141,15 +169,13 @@ BEGIN
     END IF;
 
     -- Bounds (R-RES-1), a first look: refused here, nothing is written.
-    IF (SELECT q.live_sessions FROM queue_state AS q)
-            - (SELECT e.sessions FROM queue_expired AS e) >= p_queue_limit THEN
+    IF (SELECT a.sessions FROM queue_admitted AS a) - queue_gone() >= p_queue_limit THEN
         outcome := 'queue_full';
         RETURN NEXT;
         RETURN;
     END IF;
     IF coalesce((SELECT l.sessions FROM principal_load AS l WHERE l.principal = p_principal), 0)
-            - coalesce((SELECT e.sessions FROM principal_expired AS e
-                        WHERE e.principal = p_principal), 0) >= p_per_principal THEN
+            - principal_gone(p_principal) >= p_per_principal THEN
         outcome := 'principal_limit';
         RETURN NEXT;
         RETURN;
@@ -228,17 +254,16 @@ BEGIN
     END IF;
 
     -- The counts, raised only below their limits (the principal's row first, then the
-    -- fleet's, then the class's round: the order every writer of these rows keeps).
+    -- fleet's, then the class's round). Only admissions write these two rows.
     INSERT INTO principal_load AS l (principal, sessions) VALUES (p_principal, 1)
     ON CONFLICT ON CONSTRAINT principal_load_pkey DO UPDATE
     SET sessions = l.sessions + 1
-    WHERE l.sessions - coalesce((SELECT e.sessions FROM principal_expired AS e
-                                 WHERE e.principal = p_principal), 0) < p_per_principal;
+    WHERE l.sessions - principal_gone(p_principal) < p_per_principal;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'principal_limit';
     END IF;
-    UPDATE queue_state AS q SET live_sessions = q.live_sessions + 1
-    WHERE q.live_sessions - (SELECT e.sessions FROM queue_expired AS e) < p_queue_limit;
+    UPDATE queue_admitted AS a SET sessions = a.sessions + 1
+    WHERE a.sessions - queue_gone() < p_queue_limit;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'queue_full';
     END IF;
@@ -255,7 +280,7 @@ $$;
 
 -- ----------------------------------------------------------------------- delivery
 -- As migration 0003, with the delivered ranges bounded (R-SESS-8) and a completion
--- taking its session out of the counts.
+-- counted for its principal.
 CREATE OR REPLACE FUNCTION record_delivery(
     p_key bytea,
     p_token bigint,
@@ -310,10 +335,11 @@ BEGIN
     END IF;
     DELETE FROM download_session AS d WHERE d.session_key = p_key
     RETURNING d.principal INTO v_principal;
-    UPDATE principal_load AS l SET sessions = l.sessions - 1 WHERE l.principal = v_principal;
+    INSERT INTO principal_completed AS c (principal, sessions) VALUES (v_principal, 1)
+    ON CONFLICT ON CONSTRAINT principal_completed_pkey DO UPDATE SET sessions = c.sessions + 1;
+    -- completed_total is also the fleet's count of completed sessions (queue_gone).
     UPDATE queue_state AS q
-    SET completed_total = q.completed_total + 1, last_release = p_now,
-        live_sessions = q.live_sessions - 1;
+    SET completed_total = q.completed_total + 1, last_release = p_now;
     RETURN 'completed';
 END
 $$;

@@ -158,31 +158,35 @@ async def test_queue_per_principal_holds_for_concurrent_admissions_on_several_pr
 
 
 async def test_ranges_per_session_hold_for_one_session_spread_over_processes(
-    make_scheduler: MakeScheduler,
+    make_scheduler: MakeScheduler, request: pytest.FixtureRequest
 ) -> None:
     chunk = 8 * MIB
     fleet = await processes(make_scheduler, 3, contract_settings(sessions=1, ranges_per_session=2))
+    if fleet[1] is not fleet[0]:
+        # Open: each process counts only its own ranges of a session (issue #16).
+        request.applymarker(pytest.mark.xfail(strict=True, reason="R-SESS-11 is still per process"))
     first = await admitted(fleet[0], download("ci", "dl-1", BIG, span(0, chunk)))
-    grants = [first]
+    grants = [(fleet[0], first)]
     refusals: list[Rejected] = []
     for index in range(1, 5):
-        decision = await fleet[index % 3].admit(
+        serving = fleet[index % 3]
+        decision = await serving.admit(
             download("ci", "dl-1", BIG, span(index * chunk, (index + 1) * chunk))
         )
         if isinstance(decision, Admitted):
-            grants.append(decision)
+            grants.append((serving, decision))
         else:
             assert isinstance(decision, Rejected), decision
             refusals.append(decision)
     assert len(grants) == 2, f"{len(grants)} ranges in flight with ranges_per_session=2"
     assert {r.reason for r in refusals} == {RejectReason.RANGES_PER_SESSION}
-    for grant in grants:
-        await fleet[0].report(grant.grant, Interrupted())
+    for issuer, grant in grants:
+        await issuer.report(grant.grant, Interrupted())
     # With nothing in flight, any process serves the next range of the session at once.
     for index in (1, 2, 0):
         scheduler = fleet[index]
-        request = download("ci", "dl-1", BIG, span(index * chunk, (index + 1) * chunk))
-        decision = await admitted(scheduler, request)
+        further = download("ci", "dl-1", BIG, span(index * chunk, (index + 1) * chunk))
+        decision = await admitted(scheduler, further)
         await scheduler.report(decision.grant, Interrupted())
 
 

@@ -144,10 +144,10 @@ async def test_a_newcomer_does_not_jump_a_waiting_session_for_a_free_slot(
 
 
 async def test_the_bounds_reject_without_writing(db: asyncpg.Connection) -> None:
-    await db.execute("UPDATE queue_state SET live_sessions = 5")
+    await db.execute("UPDATE queue_admitted SET sessions = 5")
     full = await admit(db, b"k1", queue_limit=5)
     assert full["outcome"] == "queue_full"
-    await db.execute("UPDATE queue_state SET live_sessions = 0")
+    await db.execute("UPDATE queue_admitted SET sessions = 0")
     await admit(db, b"k2", principal="greedy", per_principal=2)
     await admit(db, b"k3", principal="greedy", per_principal=2)
     limited = await admit(db, b"k4", principal="greedy", per_principal=2)
@@ -155,7 +155,7 @@ async def test_the_bounds_reject_without_writing(db: asyncpg.Connection) -> None
     keys = await db.fetch("SELECT session_key FROM download_session ORDER BY session_key")
     assert [r["session_key"] for r in keys] == [b"k2", b"k3"]
     counts = await db.fetchrow(
-        "SELECT (SELECT live_sessions FROM queue_state) AS queue,"
+        "SELECT (SELECT sessions FROM queue_admitted) AS queue,"
         " (SELECT sessions FROM principal_load WHERE principal = 'greedy') AS greedy"
     )
     assert (counts["queue"], counts["greedy"]) == (2, 2)
@@ -191,7 +191,7 @@ async def test_the_last_place_taken_meanwhile_rolls_the_admission_back(
     assert [r["session_key"] for r in keys] == [b"k1"]
     held = await db.fetchval("SELECT count(*) FROM download_slot WHERE session_key IS NOT NULL")
     assert held == 1
-    assert await db.fetchval("SELECT live_sessions FROM queue_state") == 1
+    assert await db.fetchval("SELECT sessions FROM queue_admitted") == 1
 
 
 async def test_turns_go_round_robin_between_principals_as_in_memory(

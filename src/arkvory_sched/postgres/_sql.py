@@ -347,12 +347,13 @@ WITH gone AS (
 FORGET_OLD_ROUNDS: Final = """
 WITH idle AS (
     DELETE FROM principal_load AS l
-    WHERE l.sessions = coalesce((SELECT e.sessions FROM principal_expired AS e
-                                 WHERE e.principal = l.principal), 0)
+    WHERE l.sessions = principal_gone(l.principal)
       AND NOT EXISTS (SELECT 1 FROM download_session AS d WHERE d.principal = l.principal)
     RETURNING l.principal
 ), forgotten AS (
     DELETE FROM principal_expired AS e USING idle WHERE e.principal = idle.principal
+), forgotten_completed AS (
+    DELETE FROM principal_completed AS c USING idle WHERE c.principal = idle.principal
 )
 DELETE FROM principal_round AS p
 USING class_state AS c
