@@ -7,7 +7,6 @@ import pytest
 
 from arkvory_sched import DownloadScheduler, RejectReason, SchedulerStats
 
-from ._divergence import diverges_on_postgres
 from ._requests import admitted, big, chunk, deliver, queued, rejected
 from .conftest import MakeScheduler, contract_settings
 
@@ -31,10 +30,6 @@ async def _refused_twice(
     assert after.rejections_total.get(reason, 0) == before.rejections_total.get(reason, 0) + 2
 
 
-@diverges_on_postgres(
-    "#16: queue_limit is checked against the session count of the leader's last tick "
-    "(0 before any tick): the 5th and 6th sessions are queued"
-)
 async def test_queue_limit_rejects_beyond_the_limit_without_growing(
     make_scheduler: MakeScheduler,
 ) -> None:

@@ -111,10 +111,6 @@ async def test_estimate_error_is_scored_per_wait_also_for_a_yielded_session(
     assert stats.estimate_error_seconds.total - before.total == pytest.approx(11.0, abs=3.0)
 
 
-@diverges_on_postgres(
-    "#16: the forecast drops the waiting bytes (the snapshot is reset every tick): "
-    "9.2 s instead of 59.2 s"
-)
 async def test_forecast_counts_active_and_waiting_bytes(
     make_scheduler: MakeScheduler, clock: FakeClock
 ) -> None:

@@ -9,7 +9,6 @@ import pytest
 from arkvory_sched import Admitted, Decision, Queued, Strategy
 from arkvory_sched.testing import FakeClock
 
-from ._divergence import diverges_on_postgres
 from ._requests import MIB, admitted, big, chunk, deliver, keep_polling, queued, serve_next
 from .conftest import MakeScheduler, contract_settings
 
@@ -128,10 +127,6 @@ async def test_switch_from_shared_keeps_held_per_request_waiters(
     await deliver(scheduler, after)
 
 
-@diverges_on_postgres(
-    "#16: a claim takes any free slot numbered below the new limit: with sessions lowered "
-    "from 3 to 1 and 2 still active, a newcomer is admitted (3 active, limit 1)"
-)
 async def test_lowering_sessions_grants_nothing_above_the_new_limit(
     make_scheduler: MakeScheduler, clock: FakeClock
 ) -> None:

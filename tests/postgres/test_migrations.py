@@ -40,6 +40,11 @@ TABLES = {
     "queue_leader",
     "download_settings",
     "arkvory_download_ticket_key",
+    "queue_admitted",
+    "queue_expired",
+    "principal_load",
+    "principal_completed",
+    "principal_expired",
 }
 
 

@@ -145,15 +145,54 @@ async def test_a_newcomer_does_not_jump_a_waiting_session_for_a_free_slot(
 
 
 async def test_the_bounds_reject_without_writing(db: asyncpg.Connection) -> None:
-    await db.execute("UPDATE queue_state SET session_count = 5")
+    await db.execute("UPDATE queue_admitted SET sessions = 5")
     full = await admit(db, b"k1", queue_limit=5)
     assert full["outcome"] == "queue_full"
+    await db.execute("UPDATE queue_admitted SET sessions = 0")
     await admit(db, b"k2", principal="greedy", per_principal=2)
     await admit(db, b"k3", principal="greedy", per_principal=2)
     limited = await admit(db, b"k4", principal="greedy", per_principal=2)
     assert limited["outcome"] == "principal_limit"
     keys = await db.fetch("SELECT session_key FROM download_session ORDER BY session_key")
     assert [r["session_key"] for r in keys] == [b"k2", b"k3"]
+    counts = await db.fetchrow(
+        "SELECT (SELECT sessions FROM queue_admitted) AS queue,"
+        " (SELECT sessions FROM principal_load WHERE principal = 'greedy') AS greedy"
+    )
+    assert (counts["queue"], counts["greedy"]) == (2, 2)
+
+
+async def test_the_last_place_taken_meanwhile_rolls_the_admission_back(
+    db: asyncpg.Connection, database_url: str, schema: str
+) -> None:
+    """R-RES-1 across processes: the count is raised in the admitting statement, so an
+    admission that passed the first look while another took the last place writes
+    nothing."""
+    other = await asyncpg.connect(database_url, server_settings={"search_path": schema})
+    raised: list[str] = []
+
+    async def second() -> None:
+        with pytest.raises(asyncpg.RaiseError) as caught:
+            await admit(other, b"k2", principal="other", queue_limit=1)
+        raised.append(caught.value.message)
+
+    try:
+        async with anyio.create_task_group() as group:
+            transaction = db.transaction()
+            await transaction.start()
+            first = await admit(db, b"k1", queue_limit=1)
+            assert first["outcome"] == "admitted"
+            group.start_soon(second)
+            await anyio.sleep(0.3)  # the second passed the first look, waits for the count
+            await transaction.commit()
+        assert raised == ["queue_full"]
+    finally:
+        await other.close()
+    keys = await db.fetch("SELECT session_key FROM download_session")
+    assert [r["session_key"] for r in keys] == [b"k1"]
+    held = await db.fetchval("SELECT count(*) FROM download_slot WHERE session_key IS NOT NULL")
+    assert held == 1
+    assert await db.fetchval("SELECT sessions FROM queue_admitted") == 1
 
 
 async def test_turns_go_round_robin_between_principals_as_in_memory(

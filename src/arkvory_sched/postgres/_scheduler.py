@@ -122,6 +122,7 @@ NEWCOMER_COUNT_CAP = 1024  # a newcomer's waiters-ahead count stops here
 UNRECORDED_LIMIT = 4096  # delivery records kept through an outage, then the oldest go
 ACQUIRE_TIMEOUT = 2.0  # seconds a request waits for a connection: longer is database trouble
 KEPT_CONNECTIONS = 4  # at most, and at most half the pool (KeptConnections)
+_BOUND_OUTCOMES = frozenset({"queue_full", "principal_limit"})  # admit_session's refusals
 
 
 @dataclass(slots=True)
@@ -435,8 +436,15 @@ class PostgresScheduler(DownloadScheduler):
                 if row is not None and row["state"] == _ACTIVE:
                     return await self._join_active(conn, key, row, request.effective_range)
                 return self._reject(RejectReason.SHUTTING_DOWN, SHUTDOWN_RETRY_SECONDS, cls)
-            row = await self._admit_or_look_up(conn, request, key, cls, has_id, now)
-            outcome = row["outcome"]
+            try:
+                row = await self._admit_or_look_up(conn, request, key, cls, has_id, now)
+                outcome = row["outcome"]
+            except asyncpg.RaiseError as error:
+                # A concurrent admission took the last place between the function's
+                # first look at the counts and its own count (R-RES-1): all rolled back.
+                if error.message not in _BOUND_OUTCOMES:
+                    raise
+                outcome = error.message
             if outcome == "existing":
                 return await self._admit_existing(conn, request, key, row, now)
             if outcome == "admitted":
@@ -1154,10 +1162,12 @@ class PostgresScheduler(DownloadScheduler):
         now = self._clock.monotonic()
         counts = [[0, 0, 0] for _ in range(CLASS_COUNT)]
         oldest: list[float | None] = [None] * CLASS_COUNT
+        waiting_bytes = 0.0
         for row in rows:
             counts[row["base_class"]][row["state"]] = row["n"]
             if row["state"] == _WAITING:
                 oldest[row["base_class"]] = row["oldest"]
+                waiting_bytes += row["bytes"]
         per_class = {}
         for rank in range(CLASS_COUNT):
             since = oldest[rank]
@@ -1172,10 +1182,10 @@ class PostgresScheduler(DownloadScheduler):
         rejections = dict(requests.rejections)
         for reason, count in self._rejections.items():
             rejections[reason] = rejections.get(reason, 0) + count
-        rate = (
-            self._fleet_rate(None)
-            if counters is None
-            else (counters["fleet_rate"] or self._fleet_rate(None))
+        rate = estimate_rate(
+            0.0 if counters is None else counters["fleet_rate"],
+            self._local_rate(),
+            self._settings.bandwidth,
         )
         waiting_total = sum(count[_WAITING] for count in counts)
         empty_in: float | None = None
@@ -1184,7 +1194,8 @@ class PostgresScheduler(DownloadScheduler):
                 max(0, r["object_size"] - (r["start_offset"] or 0) - r["covered"])
                 for r in remaining
             )
-            waiting_bytes = self._snapshot.waiting_bytes if self._snapshot is not None else 0.0
+            # As in memory: every waiting byte and what active sessions have left, on the
+            # whole link (the queue as stored, not a snapshot a tick may have dropped).
             empty_in = (waiting_bytes + left) / rate
         settings = self._settings
         stats = SchedulerStats(

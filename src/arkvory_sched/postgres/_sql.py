@@ -42,10 +42,16 @@ SELECT * FROM admit_session(
     $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23)
 """
 
+# After ``sessions`` was lowered, as many free slots stay free as sessions still hold
+# slots above the new limit (``slot_claimable``, migration 0004): nothing is granted
+# above the limit while those sessions keep their slots (R-SET-3, R-PG-2).
 CLAIM_SLOT: Final = """
-WITH free AS (
+WITH above AS (
+    SELECT count(*) AS held FROM download_slot WHERE slot_no >= $2 AND session_key IS NOT NULL
+), free AS (
     SELECT slot_no FROM download_slot
     WHERE session_key IS NULL AND slot_no < $2 AND ($3 OR slot_no >= $4)
+      AND slot_claimable(slot_no, $2, $3, $4, (SELECT held FROM above))
     ORDER BY (slot_no < $4), slot_no
     FOR UPDATE SKIP LOCKED
     LIMIT 1
@@ -309,21 +315,50 @@ WHERE d.state = 1
   AND (s.holder_node = $5 OR n.heartbeat_at >= now() - make_interval(secs => $6::float8))
 """
 
-EXPIRE_NO_SHOWS: Final = """
-WITH gone AS (
-    DELETE FROM download_session WHERE state = 0 AND no_show_at < $1 RETURNING 1
+# Sessions the leader deletes leave the counts the bounds are checked against (R-RES-1)
+# through the leader's own rows (``principal_expired``, ``queue_expired``, migration
+# 0004): admissions never wait for a tick's locks on them.
+_COUNT_GONE: Final = """
+, by_principal AS (
+    INSERT INTO principal_expired AS e (principal, sessions)
+    SELECT principal, count(*) FROM gone GROUP BY principal
+    ON CONFLICT (principal) DO UPDATE SET sessions = e.sessions + excluded.sessions
+), total AS (
+    UPDATE queue_expired SET sessions = sessions + (SELECT count(*) FROM gone)
+    WHERE EXISTS (SELECT 1 FROM gone)
 )
 SELECT count(*) FROM gone
 """
 
-EXPIRE_PAUSED: Final = """
+EXPIRE_NO_SHOWS: Final = (
+    """
 WITH gone AS (
-    DELETE FROM download_session WHERE state = 2 AND paused_until < $1 RETURNING 1
+    DELETE FROM download_session WHERE state = 0 AND no_show_at < $1 RETURNING principal
+)"""
+    + _COUNT_GONE
 )
-SELECT count(*) FROM gone
-"""
 
+EXPIRE_PAUSED: Final = (
+    """
+WITH gone AS (
+    DELETE FROM download_session WHERE state = 2 AND paused_until < $1 RETURNING principal
+)"""
+    + _COUNT_GONE
+)
+
+# Also forgets the counts of principals without sessions (their rows come back with
+# their next session), so those tables stay as small as the queue.
 FORGET_OLD_ROUNDS: Final = """
+WITH idle AS (
+    DELETE FROM principal_load AS l
+    WHERE l.sessions = principal_gone(l.principal)
+      AND NOT EXISTS (SELECT 1 FROM download_session AS d WHERE d.principal = l.principal)
+    RETURNING l.principal
+), forgotten AS (
+    DELETE FROM principal_expired AS e USING idle WHERE e.principal = idle.principal
+), forgotten_completed AS (
+    DELETE FROM principal_completed AS c USING idle WHERE c.principal = idle.principal
+)
 DELETE FROM principal_round AS p
 USING class_state AS c
 WHERE c.queue_rank = p.queue_rank AND p.last_tag <= c.virtual_time
@@ -476,7 +511,8 @@ UPDATE queue_state SET no_shows_total = no_shows_total + $1,
 # ----------------------------------------------------------------------------- stats
 
 STATS: Final = """
-SELECT d.base_class, d.state, count(*) AS n, min(d.waiting_since) AS oldest
+SELECT d.base_class, d.state, count(*) AS n, min(d.waiting_since) AS oldest,
+       sum(d.object_size)::float8 AS bytes
 FROM download_session AS d
 GROUP BY d.base_class, d.state
 """
