@@ -350,11 +350,6 @@ async def test_positions_right_after_a_tick_are_the_same(
     assert left == right, first_difference(left, right)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="#16: a PostgreSQL holder learns of a yield request only when its cached "
-    "lease is renewed (a heartbeat, in real time), so it keeps admitting ranges",
-)
 async def test_a_preempted_session_yields_at_its_next_range_on_both_stores(
     postgres_schema: tuple[str, str],
 ) -> None:

@@ -13,7 +13,6 @@ import pytest
 from arkvory_sched import Admitted, DownloadRequest, PrincipalKind, Queued
 from arkvory_sched.testing import FakeClock
 
-from ._divergence import diverges_on_postgres
 from ._requests import MIB, admitted, big, chunk, deliver, keep_polling, queued, serve_next
 from .conftest import MakeScheduler, contract_settings
 
@@ -57,10 +56,6 @@ async def test_estimate_error_is_scored_per_wait_also_for_a_resumed_session(
     assert stats.estimate_error_seconds.total == pytest.approx(21.0 + 5.5, abs=3.0)
 
 
-@diverges_on_postgres(
-    "#16: the holder's process learns of the yield only at its next lease renewal "
-    "(real time); and a yielder is scored against its first wait's estimate"
-)
 async def test_estimate_error_is_scored_per_wait_also_for_a_yielded_session(
     make_scheduler: MakeScheduler, clock: FakeClock
 ) -> None:

@@ -13,7 +13,6 @@ needs, asks the policy and writes the result.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -80,7 +79,12 @@ class LeaderOutcome:
     expired: int
     marked: int
     released: tuple[bytes, ...]
-    preempted: bool = False
+    yielding: bytes | None = None
+    """The session asked to yield its slot this tick, if any (R-PREEMPT-1..3)."""
+
+    @property
+    def preempted(self) -> bool:
+        return self.yielding is not None
 
 
 class QueueLeader:
@@ -140,9 +144,9 @@ class QueueLeader:
 
         ``now`` and ``last_trouble`` are queue time (the scheduler's clock).
         """
-        # The process's own clock only for its caches' ages (the shape count, the round
-        # cleanup): measuring, not deciding.
-        real = time.monotonic()
+        # The caches' ages (the shape count, the round cleanup) on queue time too: a
+        # reused count shapes marks and estimates, so it must not depend on real time.
+        real = now
         counted: QueueShape | None = None  # kept once the tick that counted it commits
         async with conn.transaction():
             confirmed = await conn.fetchval(sql.CONFIRM_LEADERSHIP, self._node, self.token)
@@ -190,9 +194,9 @@ class QueueLeader:
             marked = await self._mark_waiters(
                 conn, settings, now, sum(lengths), local_rate, idle_classes, last_writes
             )
-            preempted = False
+            yielding: bytes | None = None
             if settings.preempt and settings.strategy is not Strategy.SHARED and not closed:
-                preempted = await self._maybe_preempt(conn, settings, now, idle_classes)
+                yielding = await self._maybe_preempt(conn, settings, now, idle_classes)
             for statement, arguments in last_writes:
                 await conn.execute(statement, *arguments)
         if counted is not None:
@@ -200,7 +204,7 @@ class QueueLeader:
         if reaped or released:
             log.info("released %d dead and %d idle leases", reaped, len(released))
         expired = no_shows + expired_paused + reaped + len(released)
-        return LeaderOutcome(expired, marked, tuple(released), preempted)
+        return LeaderOutcome(expired, marked, tuple(released), yielding)
 
     async def _release_idle(
         self,
@@ -296,12 +300,12 @@ class QueueLeader:
         settings: SchedulerSettings,
         now: float,
         idle_classes: Sequence[int],
-    ) -> bool:
+    ) -> bytes | None:
         """R-PREEMPT-1..3, as in memory: at most one yield at a time, only for a head
         that has no slot, from a protocol client of a lower class (or above its share
         while the head's principal is below), held for at least a minute."""
         if await conn.fetchval(sql.PENDING_YIELD):
-            return False
+            return None
         active_by_principal = await _active_by_principal(conn)
         contenders = await _contenders(conn, settings, active_by_principal)
         share = settings.per_principal
@@ -309,7 +313,7 @@ class QueueLeader:
             conn, settings, active_by_principal, contenders, idle_classes
         )
         if head is None:
-            return False
+            return None
         active = await conn.fetch(sql.ACTIVE_FOR_ESTIMATE)
         head_principal = head["principal"]
         head_active = active_by_principal.get(head_principal, 0)
@@ -322,7 +326,7 @@ class QueueLeader:
             interactive=head_interactive,
             over_share=over_share_with_contenders(head_active, share, contenders),
         ):
-            return False  # a slot is free for the head: no one needs to yield
+            return None  # a slot is free for the head: no one needs to yield
         victim = choose_victim(
             (
                 YieldCandidate(
@@ -341,9 +345,9 @@ class QueueLeader:
             per_principal=share,
         )
         if victim is None:
-            return False
+            return None
         await conn.execute(sql.REQUEST_YIELD, victim.ref, head["session_key"])
-        return True
+        return victim.ref
 
     async def _first_eligible(
         self,

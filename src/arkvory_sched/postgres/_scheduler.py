@@ -843,12 +843,14 @@ class PostgresScheduler(DownloadScheduler):
         self, conn: asyncpg.Connection, *, fresh: bool = False
     ) -> QueueSnapshot:
         """The leader's last tick plus the slot table, cached for half a second."""
-        real = time.monotonic()  # the cache's age, measured on the process's clock
-        if not fresh and self._snapshot is not None and real < self._snapshot_until:
+        # Its age on queue time: what an answer says must not depend on how fast the
+        # process runs (the same requests at the same queue times, the same answers).
+        now = self._clock.monotonic()
+        if not fresh and self._snapshot is not None and now < self._snapshot_until:
             return self._snapshot
         snapshot = await read_snapshot(conn)
         self._snapshot = snapshot
-        self._snapshot_until = real + 0.5
+        self._snapshot_until = now + 0.5
         return snapshot
 
     def _invalidate(self) -> None:
@@ -985,6 +987,7 @@ class PostgresScheduler(DownloadScheduler):
                     )
                     expired, marked = outcome.expired, outcome.marked
                     preempted = outcome.preempted
+                    self._learn_of_yield(outcome.yielding)
                     for key in outcome.released:
                         self._leases.forget(key)
         except DATABASE_ERRORS as error:
@@ -1009,6 +1012,19 @@ class PostgresScheduler(DownloadScheduler):
             marked=marked,
             preempted=preempted,
         )
+
+    def _learn_of_yield(self, key: bytes | None) -> None:
+        """The leader asked ``key`` to yield: if this process serves it, its next range
+        yields (R-PREEMPT-2) instead of passing on a lease trusted without a round trip.
+
+        Other processes learn of it when they renew the lease (every heartbeat); the
+        allowed difference is in ADR 0017.
+        """
+        if key is None:
+            return
+        lease = self._leases.get(key)
+        if lease is not None:
+            lease.yield_requested = True
 
     async def _fleet_duties(self, conn: asyncpg.Connection) -> None:
         """Every process: heartbeat, renew held leases, refresh settings and key."""

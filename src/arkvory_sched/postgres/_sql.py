@@ -464,8 +464,8 @@ UPDATE queue_state SET preemptions_total = preemptions_total + (SELECT count(*) 
 REQUEUE_YIELDER: Final = """
 WITH yielder AS (
     UPDATE download_session
-    SET state = 0, yield_requested = false, order_key = $2, aging_since = $3,
-        promote_at = $4, waiting_since = $3, check_at = $5, no_show_at = $6,
+    SET state = 0, yield_requested = false, queue_rank = base_class, order_key = $2,
+        aging_since = $3, promote_at = $4, waiting_since = $3, check_at = $5, no_show_at = $6,
         marked = false, mark_backup = false, first_estimate = NULL, first_estimate_at = NULL
     WHERE session_key = $1 AND state = 1
     RETURNING blocked_by
