@@ -21,7 +21,6 @@ from arkvory_sched import (
 )
 from arkvory_sched.testing import FakeClock
 
-from ._divergence import diverges_on_postgres
 from ._requests import MIB, admitted, big, chunk, deliver, keep_polling, queued, serve_next
 from .conftest import MakeScheduler, contract_settings
 
@@ -266,11 +265,6 @@ async def test_yielder_takes_no_slot_while_the_head_it_yielded_to_waits(
     await admitted(scheduler, person)
 
 
-@diverges_on_postgres(
-    "#16: an idle class's pass catches up on the leader's tick (every idle class rises to "
-    "the highest pass when nothing waits), not when the class turns busy as in memory: "
-    "bulk loses the lead its first start gave it, and the yielder goes before release"
-)
 async def test_preempted_session_restarts_its_aging(
     make_scheduler: MakeScheduler, clock: FakeClock
 ) -> None:

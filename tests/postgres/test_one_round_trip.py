@@ -377,8 +377,21 @@ async def test_the_leaders_catch_up_is_what_its_ordering_assumed(
     """The tick orders with ``caught_up`` and writes ``CATCH_UP_IDLE_CLASSES`` at its end."""
     for rank, value in enumerate(passes):
         await db.execute("UPDATE class_state SET pass = $2 WHERE queue_rank = $1", rank, value)
-    await db.execute(sql.CATCH_UP_IDLE_CLASSES, idle)
-    assert list(await db.fetchval(sql.CLASS_PASSES)) == caught_up(passes, idle)
+    global_pass = await db.fetchval(sql.GLOBAL_PASS)
+    await db.execute(sql.CATCH_UP_IDLE_CLASSES, idle, global_pass)
+    assert list(await db.fetchval(sql.CLASS_PASSES)) == caught_up(passes, idle, global_pass)
+
+
+async def test_the_global_pass_is_the_pass_the_last_grant_had(db: asyncpg.Connection) -> None:
+    """As the in-memory fair queue's: grants are recorded in order, a catch-up is not."""
+    assert await db.fetchval(sql.GLOBAL_PASS) == 0.0
+    await db.execute(sql.ADVANCE_ROUND, 2, 0, 0.5)  # bulk granted at pass 0
+    await db.execute(sql.ADVANCE_ROUND, 1, 0, 0.25)  # then release, at pass 0
+    await db.execute(sql.ADVANCE_ROUND, 2, 0, 0.5)  # then bulk again, at pass 0.5
+    assert await db.fetchval(sql.GLOBAL_PASS) == 0.5
+    await db.execute(sql.CATCH_UP_IDLE_CLASSES, [0, 3], 0.5)
+    assert await db.fetchval(sql.GLOBAL_PASS) == 0.5
+    assert list(await db.fetchval(sql.CLASS_PASSES)) == [0.5, 0.25, 1.0, 0.5]
 
 
 async def _commit_setting_after(db: asyncpg.Connection, statement: str, *arguments: Any) -> str:

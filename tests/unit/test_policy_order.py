@@ -57,14 +57,10 @@ def test_stride_ahead_counts_other_classes_by_their_weights() -> None:
     assert stride_ahead(2, 1, [0.0] * 4, [10, 3, 0, 0], STRIDES) == 2 + 4
 
 
-def test_idle_classes_catch_up_with_the_slowest_busy_class() -> None:
-    assert caught_up([5.0, 1.0, 3.0, 0.5], [1, 3]) == [5.0, 3.0, 3.0, 3.0]
-    assert caught_up([5.0, 7.0, 3.0, 0.5], [1, 3]) == [5.0, 7.0, 3.0, 3.0]  # never down
-
-
-def test_when_every_class_is_idle_they_catch_up_with_the_highest_pass() -> None:
-    assert caught_up([2.0, 9.0, 4.0, 0.0], [0, 1, 2, 3]) == [9.0, 9.0, 9.0, 9.0]
-    assert caught_up([2.0, 9.0, 4.0, 0.0], []) == [2.0, 9.0, 4.0, 0.0]
+def test_idle_classes_catch_up_with_the_pass_of_the_last_grant() -> None:
+    assert caught_up([5.0, 1.0, 3.0, 0.5], [1, 3], 2.0) == [5.0, 2.0, 3.0, 2.0]
+    assert caught_up([5.0, 7.0, 3.0, 0.5], [1, 3], 2.0) == [5.0, 7.0, 3.0, 2.0]  # never down
+    assert caught_up([5.0, 1.0, 3.0, 0.5], [], 9.0) == [5.0, 1.0, 3.0, 0.5]  # busy: kept
 
 
 def test_smallest_first_orders_by_size_or_delays_large_objects_boundedly() -> None:

@@ -95,17 +95,17 @@ def stride_ahead(
     return int(ahead)
 
 
-def caught_up(passes: Sequence[float], idle_classes: Sequence[int]) -> list[float]:
-    """Idle classes' passes raised to the slowest busy class's (the highest when all idle).
+def caught_up(
+    passes: Sequence[float], idle_classes: Sequence[int], global_pass: float
+) -> list[float]:
+    """Idle classes' passes raised to ``global_pass``, the pass of the last grant.
 
     A class that was empty must not bank credit for the time it was idle. The in-memory
-    store applies this when a class turns busy (its ``global pass`` is the pass of the
-    last grant); the PostgreSQL leader applies it to a snapshot each tick (ADR 0016).
+    store applies this when a class turns busy; the PostgreSQL leader applies it to the
+    classes that are empty at its tick (ADR 0016).
     """
     idle = set(idle_classes)
-    busy = [value for rank, value in enumerate(passes) if rank not in idle]
-    target = min(busy) if busy else max(passes, default=0.0)
-    return [max(value, target) if rank in idle else value for rank, value in enumerate(passes)]
+    return [max(value, global_pass) if rank in idle else value for rank, value in enumerate(passes)]
 
 
 def smallest_first_key(size: int, arrival: float, aging_seconds: float) -> float:

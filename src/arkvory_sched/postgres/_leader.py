@@ -188,7 +188,8 @@ class QueueLeader:
             # Every grant advances its class's row, so the catch-up is written last too
             # (and only where a pass changes); the ordering below applies it as read.
             if idle_classes:
-                last_writes.append((sql.CATCH_UP_IDLE_CLASSES, (idle_classes,)))
+                global_pass = await conn.fetchval(sql.GLOBAL_PASS)
+                last_writes.append((sql.CATCH_UP_IDLE_CLASSES, (idle_classes, global_pass)))
             await conn.execute(sql.UNBLOCK_YIELDERS)
             await conn.execute(sql.CANCEL_STALE_YIELDS)
             marked = await self._mark_waiters(
@@ -410,10 +411,10 @@ async def _caught_up_passes(conn: asyncpg.Connection, idle_classes: Sequence[int
 
     The tick writes the catch-up just before its commit (a grant waits for every
     ``class_state`` row the tick has written), so its ordering applies it to what it
-    reads: a class nobody waited in starts from the slowest busy class's pass.
+    reads: a class nobody waited in starts from the pass of the last grant.
     """
     passes = [float(value) for value in await conn.fetchval(sql.CLASS_PASSES)]
-    return caught_up(passes, idle_classes)
+    return caught_up(passes, idle_classes, float(await conn.fetchval(sql.GLOBAL_PASS)))
 
 
 async def _count_shape(conn: asyncpg.Connection, real: float) -> QueueShape:

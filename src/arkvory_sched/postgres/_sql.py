@@ -195,16 +195,15 @@ FROM download_session GROUP BY queue_rank
 """
 
 # A class that had nobody waiting must not bank credit for the idle time (as in
-# memory): its pass catches up with the slowest class that has waiters.
+# memory): its pass catches up with the pass the last grant had (``global pass``).
+# Moving ``caught_up_to`` with it keeps the grant trigger (migration 0005) out of it.
 CATCH_UP_IDLE_CLASSES: Final = """
-WITH target AS (
-    SELECT coalesce(
-        (SELECT min(pass) FROM class_state WHERE NOT (queue_rank = ANY($1::smallint[]))),
-        (SELECT max(pass) FROM class_state)) AS pass
-)
-UPDATE class_state AS c SET pass = target.pass
-FROM target
-WHERE c.queue_rank = ANY($1::smallint[]) AND c.pass < target.pass
+UPDATE class_state AS c SET pass = $2, caught_up_to = $2
+WHERE c.queue_rank = ANY($1::smallint[]) AND c.pass < $2
+"""
+
+GLOBAL_PASS: Final = """
+SELECT coalesce((SELECT pass_at_grant FROM class_state ORDER BY granted_seq DESC LIMIT 1), 0)
 """
 
 STORE_SHAPE: Final = """
