@@ -671,7 +671,7 @@ def test_small_object_admission_hashes_no_key_unless_its_principal_holds_a_slot(
         hashed.append(principal)
         return session_key(principal, *args)
 
-    monkeypatch.setattr("arkvory_sched._core.session_key", counting)
+    monkeypatch.setattr("arkvory_sched._core_admission.session_key", counting)
     monkeypatch.setattr("arkvory_sched._session.session_key", counting)  # SessionKeys
     scheduler.admit(small_request("svc-other"))
     assert take(scheduler, principal="svc-other") is not None

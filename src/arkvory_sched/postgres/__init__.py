@@ -13,6 +13,7 @@ from ._migrate import (
     pending_migrations,
     validate_schema,
 )
+from ._options import PostgresOptions
 from ._scheduler import PostgresScheduler
 from ._settings_store import RevisionMismatchError, SettingsStore, StoredSettings, apply_stored
 from ._ticket_key import ensure_ticket_key, read_ticket_key
@@ -20,6 +21,7 @@ from ._ticket_key import ensure_ticket_key, read_ticket_key
 __all__ = [
     "DEFAULT_SCHEMA",
     "MigrationError",
+    "PostgresOptions",
     "PostgresScheduler",
     "RevisionMismatchError",
     "SettingsStore",

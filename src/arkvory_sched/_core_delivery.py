@@ -1,0 +1,108 @@
+"""Recording how a response went: progress, delivered ranges, completion."""
+
+from __future__ import annotations
+
+from ._core_estimates import CoreEstimates
+from ._core_state import _GONE
+from ._grant_state import GrantState
+from ._intervals import DeliveredRanges
+from ._model import (
+    Delivered,
+    DeliveryOutcome,
+    Grant,
+)
+from .policy import sets_start
+
+__all__ = ["CoreDelivery"]
+
+
+class CoreDelivery(CoreEstimates):
+    """The delivery path of :class:`SchedulerCore` (``report`` and ``progress``)."""
+
+    # ================================================================ delivery
+    def report(self, grant: Grant, outcome: DeliveryOutcome) -> list[int]:
+        """Record how a response ended. Returns per-request waiters promoted into places."""
+        if grant.admission == "per-request":
+            return self._requests.report(grant, outcome)
+        state = self._grants.get(grant.token)
+        if state is None:
+            return []
+        return self.report_state(state, outcome)
+
+    def report_state(self, state: GrantState, outcome: DeliveryOutcome) -> list[int]:
+        """:meth:`report` for a range of :meth:`admit_now` (any grant state); a second
+        call is a no-op."""
+        session = state.session
+        if session is None:
+            return self._requests.report_state(state, outcome)
+        if self._grants.pop(state.token, None) is None:
+            return []
+        now = self._clock.monotonic()
+        if isinstance(outcome, Delivered):
+            counted = outcome.byte_range or state.byte_range
+            sent = counted.length if counted is not None else 0
+        else:
+            counted = None
+            sent = outcome.bytes_sent
+        self._record_bytes(state, max(0, sent - state.progressed), now)
+        session.in_flight = max(0, session.in_flight - 1)
+        if counted is None and not session.in_flight:
+            # Cancelled or failed with nothing else in flight: hold the slot only as
+            # long as a tail read, so a client that gave up does not idle it for 30 s.
+            session.interrupted = True
+        session.last_activity = now
+        if counted is not None:
+            # Judged when the range arrives, after the ranges before it: a dropped first
+            # request must not pin the start below where a resuming client continues,
+            # and a read walking back from the tail may be admitted before the read it
+            # follows is reported (R-SESS-8).
+            delivered = session.delivered
+            last = None if delivered is None else delivered.last()
+            if sets_start(state.byte_range, session.object_size, last):
+                known = session.start_offset
+                offset = counted.start
+                session.start_offset = offset if known is None else min(known, offset)
+            if session.delivered is None:
+                session.delivered = DeliveredRanges()
+            session.delivered.add(counted.start, counted.end)
+        if session.state is not _GONE and session.is_complete():
+            self._complete(session)
+        return []
+
+    def release_per_request(self, state: GrantState, sent: int) -> list[int]:
+        """Give back a place of :meth:`admit_now` after ``sent`` bytes.
+
+        What :meth:`report` does for a per-request grant: ``sent`` is the byte count
+        a ``Delivered`` outcome stands for (the whole object, or the granted range), or
+        the bytes sent before an interruption or failure. A second call is a no-op.
+        Returns the per-request waiters promoted into the freed place.
+        """
+        return self._requests.release(state, sent)
+
+    def progress(self, grant: Grant, nbytes: int) -> None:
+        if grant.admission == "per-request":
+            self._requests.progress(grant, nbytes)
+            return
+        state = self._grants.get(grant.token)
+        if state is not None:
+            self.progress_per_request(state, nbytes)
+
+    def progress_per_request(self, state: GrantState, nbytes: int) -> None:
+        """:meth:`progress` for a place or range of :meth:`admit_now` (or any grant state)."""
+        if state.session is None:
+            self._requests.progress_state(state, nbytes)
+            return
+        if nbytes <= 0 or state.token not in self._grants:
+            return
+        now = self._clock.monotonic()
+        self._record_bytes(state, nbytes, now)
+        state.progressed += nbytes
+        if state.session is not None:
+            state.session.last_activity = now
+
+    def _record_bytes(self, state: GrantState, nbytes: int, now: float) -> None:
+        if nbytes <= 0:
+            return
+        self._rate.record(state.last_progress, now, nbytes)
+        state.last_progress = now
+        self._bytes_by_class[state.download_class.rank] += nbytes

@@ -1,0 +1,405 @@
+"""Admitting a GET on the shared queue: a newcomer, a further range, a returning waiter.
+
+A further range of a session this process holds a trusted lease of needs no round
+trip; a newcomer costs one statement (``admit_session``); a session the queue holds
+already is joined, resumed, yields or claims a slot.
+"""
+
+from __future__ import annotations
+
+import asyncpg
+
+from .._classes import DownloadClass, applied_class, default_class
+from .._model import (
+    Admitted,
+    ByteRange,
+    Decision,
+    DownloadRequest,
+    Grant,
+    RejectReason,
+)
+from .._request_admission import PendingRequest
+from .._settings import Strategy
+from ..policy import (
+    NEWCOMER_CHECK_SECONDS,
+    SHUTDOWN_RETRY_SECONDS,
+    backup_may_take_slot,
+    busy_retry_after,
+    no_show_at,
+    promote_at,
+    smallest_first_key,
+    uses_sessions,
+    validated_download_id,
+)
+from . import _sql as sql
+from ._leases import Lease
+from ._scheduler_answers import SchedulerAnswers
+from ._scheduler_state import (
+    _ACTIVE,
+    _BOUND_OUTCOMES,
+    _PAUSED,
+    DATABASE_ERRORS,
+    NEWCOMER_COUNT_CAP,
+    STORAGE_RETRY_AFTER,
+    _SessionGrant,
+)
+
+__all__ = ["SchedulerAdmission"]
+
+
+class SchedulerAdmission(SchedulerAnswers):
+    """The admission path of :class:`PostgresScheduler`."""
+
+    # ------------------------------------------------------------------ admission
+    async def admit(self, request: DownloadRequest) -> Decision:
+        key: bytes | None = None
+        if len(self._leases):  # without a lease here, no request needs its key yet
+            key = self._keys.key(
+                request.principal, request.object_id, request.download_id, request.client_address
+            )
+            lease = self._leases.trusted(key)
+            if lease is not None and not (lease.yield_requested and not self._closed):
+                # A further range of a session this process holds a trusted lease of (or,
+                # R-STRAT-4, an active session's request after a switch to shared): no
+                # round trip, and as little work as the in-memory fast path (ADR 0013).
+                # The lease was created for a validated id, and the key covers the id,
+                # so only a requested class is left to check (unknown → 400, as below).
+                if request.requested_class is not None:
+                    applied_class(
+                        request.base_class or default_class(request.principal_kind),
+                        request.requested_class,
+                    )
+                return self._admit_range(lease, request.effective_range)
+        download_id = validated_download_id(request.download_id)
+        base = request.base_class or default_class(request.principal_kind)
+        cls = applied_class(base, request.requested_class)
+        if not uses_sessions(self._settings, request.object_size):
+            decision = self._requests.admit(request.principal, cls, request.effective_range)
+            if isinstance(decision, PendingRequest):
+                return await self._requests.wait(
+                    decision, request.effective_range, self._request_timer
+                )
+            return decision
+        if key is None:
+            key = self._keys.key(
+                request.principal, request.object_id, download_id, request.client_address
+            )
+        try:
+            return await self._admit_session(request, key, cls, download_id is not None)
+        except DATABASE_ERRORS as error:
+            self._trouble(error)
+            return self._reject(RejectReason.STORAGE_UNAVAILABLE, STORAGE_RETRY_AFTER, cls)
+
+    def _admit_range(self, lease: Lease, byte_range: ByteRange | None) -> Decision:
+        """A range of an active session: local bookkeeping only, no round trip."""
+        if lease.in_flight >= self._settings.ranges_per_session:
+            return self._reject(RejectReason.RANGES_PER_SESSION, 1, lease.download_class)
+        lease.in_flight += 1
+        self._next_token += 1
+        token = self._next_token
+        now = self._clock.monotonic()
+        self._grants[token] = _SessionGrant(lease, byte_range, lease.download_class, now, now)
+        self._admitted += 1
+        grant = Grant(token, "session", lease.download_class, byte_range, lease.key)
+        return Admitted(grant, self._lease_ticket(lease, now))
+
+    async def _admit_session(
+        self, request: DownloadRequest, key: bytes, cls: DownloadClass, has_id: bool
+    ) -> Decision:
+        now = self._clock.monotonic()
+        async with self._kept_connection() as conn:
+            if self._closed:
+                row = await conn.fetchrow(sql.SESSION_WITH_LEASE, key)
+                if row is not None and row["state"] == _ACTIVE:
+                    return await self._join_active(conn, key, row, request.effective_range)
+                return self._reject(RejectReason.SHUTTING_DOWN, SHUTDOWN_RETRY_SECONDS, cls)
+            try:
+                row = await self._admit_or_look_up(conn, request, key, cls, has_id, now)
+                outcome = row["outcome"]
+            except asyncpg.RaiseError as error:
+                # A concurrent admission took the last place between the function's
+                # first look at the counts and its own count (R-RES-1): all rolled back.
+                if error.message not in _BOUND_OUTCOMES:
+                    raise
+                outcome = error.message
+            if outcome == "existing":
+                return await self._admit_existing(conn, request, key, row, now)
+            if outcome == "admitted":
+                lease = self._remember_claim(key, row, row, now)
+                self._invalidate()
+                return self._admit_range(lease, request.effective_range)
+            if outcome == "queued":
+                return await self._queued(conn, key, cls, now, newcomer=row)
+            if outcome == "raced":  # another process inserted it a moment ago
+                return await self._queued(conn, key, cls, now)
+            snapshot = await self._queue_snapshot(conn)
+            reason = (
+                RejectReason.QUEUE_FULL if outcome == "queue_full" else RejectReason.PRINCIPAL_LIMIT
+            )
+            retry = busy_retry_after(
+                snapshot.waiting_bytes, snapshot.waiting, self._fleet_rate(snapshot)
+            )
+            return self._reject(reason, retry, cls)
+
+    async def _admit_existing(
+        self,
+        conn: asyncpg.Connection,
+        request: DownloadRequest,
+        key: bytes,
+        row: asyncpg.Record,
+        now: float,
+    ) -> Decision:
+        """A session the queue already holds: a range, a poll, a resumption."""
+        if row["state"] == _ACTIVE:
+            return await self._join_active(conn, key, row, request.effective_range)
+        stored_class = DownloadClass.by_rank(row["base_class"])
+        if row["state"] == _PAUSED:
+            lease = await self._resume(conn, key, row, now)
+            if lease is not None:
+                return self._admit_range(lease, request.effective_range)
+        elif row["marked"] and await self._may_take_marked_slot(conn, row, now):
+            lease = await self._claim(conn, key, row, now)
+            if lease is not None:
+                self._invalidate()
+                return self._admit_range(lease, request.effective_range)
+        return await self._queued(conn, key, stored_class, now)
+
+    async def _join_active(
+        self,
+        conn: asyncpg.Connection,
+        key: bytes,
+        row: asyncpg.Record,
+        byte_range: ByteRange | None,
+    ) -> Decision:
+        """A range of a session another process (or this one, earlier) activated."""
+        cls = DownloadClass.by_rank(row["base_class"])
+        if row["yield_requested"] and not self._closed and row["slot_no"] is not None:
+            yielded = await self._yield_slot(conn, key, row)
+            if yielded is not None:
+                return yielded
+        if row["slot_no"] is not None and (row["lease_left"] or 0.0) > 0.0:
+            left = await conn.fetchval(
+                sql.TAKE_OVER_LEASE, key, row["lease_token"], self._node, self._lease_seconds
+            )
+            if left is not None:
+                lease = self._leases.remember(
+                    key,
+                    slot_no=row["slot_no"],
+                    token=row["lease_token"],
+                    download_class=cls,
+                    object_size=row["object_size"],
+                    arrival_wall_ms=row["arrival_wall_ms"],
+                    seconds_left=left,
+                    held=True,
+                )
+                return self._admit_range(lease, byte_range)
+        # The lease ran out and the reaper has not yet judged its holder: ask again soon.
+        return self._reject(RejectReason.STORAGE_UNAVAILABLE, 1, cls)
+
+    async def _yield_slot(
+        self, conn: asyncpg.Connection, key: bytes, row: asyncpg.Record
+    ) -> Decision | None:
+        """R-PREEMPT-2: a preempted protocol client yields at a range boundary.
+
+        It waits again with its arrival (not its aging), blocked while the head it
+        yielded to waits; the head is marked to take the slot at its next poll.
+        """
+        now = self._clock.monotonic()
+        rank = row["base_class"]
+        check_at = now + NEWCOMER_CHECK_SECONDS
+        async with conn.transaction():
+            freed = await conn.fetchval(sql.RELEASE_SLOT, row["slot_no"], row["lease_token"], key)
+            if freed is None:
+                return None  # the lease is gone already: answered as any other session
+            order_key = await self._order_key(
+                conn, rank, row["principal"], row["object_size"], row["arrival"], old=True
+            )
+            await conn.execute(
+                sql.REQUEUE_YIELDER,
+                key,
+                order_key,
+                now,
+                self._promote_at(rank, now),
+                check_at,
+                no_show_at(check_at, NEWCOMER_CHECK_SECONDS),
+            )
+            await conn.execute(sql.NOTE_RELEASE, now)
+        self._leases.forget(key)
+        self._invalidate()
+        return await self._queued(conn, key, DownloadClass.by_rank(rank), now)
+
+    async def _admit_or_look_up(
+        self,
+        conn: asyncpg.Connection,
+        request: DownloadRequest,
+        key: bytes,
+        cls: DownloadClass,
+        has_id: bool,
+        now: float,
+    ) -> asyncpg.Record:
+        """One round trip: the stored session, or a newcomer checked, inserted, placed.
+
+        ``admit_session`` (migration 0003, ADR 0011) runs the statements a newcomer
+        needs inside the database, so a newcomer costs one statement and one commit
+        instead of ten round trips; a session that exists comes back as stored.
+        """
+        settings = self._settings
+        now_ms = int(self._clock.wall() * 1000)  # tickets are wall time (R-RES-5)
+        arrival_ms = now_ms
+        if self._signer is not None and request.ticket:
+            signed = self._signer.verify(request.ticket, key, now_ms)
+            if signed is not None and signed <= now_ms:
+                arrival_ms = signed
+        arrival = now - (now_ms - arrival_ms) / 1000.0  # the ticket's age in queue time
+        rank = cls.rank
+        order_key = (
+            smallest_first_key(request.object_size, arrival, settings.aging_minutes * 60.0)
+            if settings.strategy is Strategy.SMALLEST_FIRST
+            else None
+        )
+        check_at = now + NEWCOMER_CHECK_SECONDS
+        return await conn.fetchrow(
+            sql.ADMIT_SESSION,
+            key,
+            request.principal,
+            rank,
+            has_id,
+            request.object_size,
+            arrival,
+            arrival_ms,
+            arrival_ms < now_ms,
+            order_key,
+            now,
+            self._promote_at(rank, now),
+            check_at,
+            no_show_at(check_at, NEWCOMER_CHECK_SECONDS),
+            settings.queue_limit,
+            settings.queue_per_principal,
+            settings.sessions,
+            cls is DownloadClass.INTERACTIVE,
+            settings.reserve,
+            self._node,
+            self._lease_seconds,
+            settings.strategy is Strategy.ORDERED,
+            1.0 / settings.weights[rank],
+            NEWCOMER_COUNT_CAP,
+        )
+
+    async def _resume(
+        self, conn: asyncpg.Connection, key: bytes, row: asyncpg.Record, now: float
+    ) -> Lease | None:
+        """R-SESS-9: a paused session waits again with its arrival; starts if alone."""
+        rank = row["base_class"]
+        check_at = now + NEWCOMER_CHECK_SECONDS
+        async with conn.transaction():
+            order_key = await self._order_key(
+                conn, rank, row["principal"], row["object_size"], row["arrival"], old=True
+            )
+            await conn.execute(
+                sql.RESUME_PAUSED,
+                key,
+                order_key,
+                now,
+                self._promote_at(rank, now),
+                check_at,
+                no_show_at(check_at, NEWCOMER_CHECK_SECONDS),
+            )
+            if await conn.fetchval(sql.OTHERS_WAITING, key):
+                return None
+            lease = await self._claim(conn, key, row, now)
+        if lease is not None:
+            self._invalidate()
+        return lease
+
+    async def _may_take_marked_slot(
+        self, conn: asyncpg.Connection, row: asyncpg.Record, now: float
+    ) -> bool:
+        if not row["mark_backup"]:
+            return True
+        # A back-up takes a freed slot only when the first marked waiters did not come
+        # for it within one of their poll periods (as in memory, ADR 0002).
+        snapshot = await self._queue_snapshot(conn, fresh=True)
+        return backup_may_take_slot(now, snapshot.last_release)
+
+    async def _claim(
+        self,
+        conn: asyncpg.Connection,
+        key: bytes,
+        row: asyncpg.Record,
+        now: float,
+    ) -> Lease | None:
+        """Take a free slot for ``key`` in one statement; None when none is free.
+
+        ``row`` needs the session's ``base_class``, ``object_size`` and
+        ``arrival_wall_ms``. The claim and the round's advance commit together (inside
+        a caller's transaction, as a savepoint, so a lost race for the session ends
+        without aborting it). A newcomer's claim happens inside ``admit_session``.
+        """
+        settings = self._settings
+        cls = DownloadClass.by_rank(row["base_class"])
+        try:
+            async with conn.transaction():
+                claimed = await conn.fetchrow(
+                    sql.CLAIM_SLOT,
+                    key,
+                    settings.sessions,
+                    cls is DownloadClass.INTERACTIVE,
+                    settings.reserve,
+                    self._node,
+                    self._lease_seconds,
+                    now,
+                )
+                if claimed is None:
+                    return None
+                rank = claimed["queue_rank"]
+                tag = int(claimed["order_key"]) if settings.strategy is Strategy.ORDERED else 0
+                await conn.execute(sql.ADVANCE_ROUND, rank, tag, 1.0 / settings.weights[rank])
+        except asyncpg.UniqueViolationError:
+            return None  # another process activated this session at the same moment
+        return self._remember_claim(key, claimed, row, now)
+
+    def _remember_claim(
+        self, key: bytes, claimed: asyncpg.Record, session: asyncpg.Record, now: float
+    ) -> Lease:
+        """A slot this process just claimed: its wait is measured, its lease trusted.
+
+        ``claimed`` is the claim (``CLAIM_SLOT``'s row, or ``admit_session``'s, which is
+        also ``session``); ``session`` gives the class, size and arrival.
+        """
+        cls = DownloadClass.by_rank(session["base_class"])
+        self._wait_histograms[cls.rank].observe(max(0.0, now - claimed["waiting_since"]))
+        first_estimate = claimed["first_estimate"]
+        estimated_at = claimed.get("first_estimate_at")
+        if first_estimate is not None and estimated_at is not None:
+            self._estimates.score(estimated_at, first_estimate, now)
+        return self._leases.remember(
+            key,
+            slot_no=claimed["slot_no"],
+            token=claimed["lease_token"],
+            download_class=cls,
+            object_size=session["object_size"],
+            arrival_wall_ms=session["arrival_wall_ms"],
+            seconds_left=claimed["lease_left"],
+            held=True,
+        )
+
+    async def _order_key(
+        self,
+        conn: asyncpg.Connection,
+        rank: int,
+        principal: str,
+        size: int,
+        arrival: float,
+        *,
+        old: bool,
+    ) -> float:
+        """The session's place within its class under the current strategy."""
+        settings = self._settings
+        if settings.strategy is Strategy.SMALLEST_FIRST:
+            return smallest_first_key(size, arrival, settings.aging_minutes * 60.0)
+        tag = await conn.fetchval(sql.NEXT_TAG, rank, principal, old)
+        return float(tag)
+
+    def _promote_at(self, rank: int, now: float) -> float | None:
+        """When a session entering the queue in its base class ``rank`` now ages."""
+        return promote_at(now, rank, rank, self._settings.aging_minutes * 60.0)

@@ -1,0 +1,167 @@
+"""The answer to a waiting session: its place, its estimate, its ticket.
+
+Estimates come from the leader's last tick (a :class:`QueueSnapshot`, cached for
+half a second of queue time) and the fleet's delivery rate.
+"""
+
+from __future__ import annotations
+
+import math
+
+import asyncpg
+
+from .._classes import DownloadClass
+from .._model import (
+    Decision,
+    Queued,
+    RejectReason,
+)
+from ..policy import (
+    TICKET_REUSE_SECONDS,
+    check_delay,
+    estimate_interval,
+    estimate_rate,
+    estimate_start,
+    no_show_at,
+    stride_ahead,
+    strides_of,
+)
+from . import _sql as sql
+from ._estimates import QueueSnapshot, read_snapshot
+from ._leases import Lease
+from ._scheduler_state import (
+    NEWCOMER_COUNT_CAP,
+    SchedulerState,
+)
+
+__all__ = ["SchedulerAnswers"]
+
+
+class SchedulerAnswers(SchedulerState):
+    """The ``Queued`` answer, tickets and the delivery rate of :class:`PostgresScheduler`."""
+
+    async def _queued(
+        self,
+        conn: asyncpg.Connection,
+        key: bytes,
+        cls: DownloadClass,
+        now: float,
+        *,
+        newcomer: asyncpg.Record | None = None,
+    ) -> Decision:
+        """The answer to a waiting session: place, estimate, when to ask again.
+
+        ``newcomer`` is ``admit_session``'s row for a session it has just queued: its
+        place, counted up to ``NEWCOMER_COUNT_CAP``, and its arrival. A newcomer's place
+        is only announced from its first poll on (R-EST-3), so beyond the cap the class
+        length stands in: the estimate costs the same at the end of a long queue.
+        """
+        is_newcomer = newcomer is not None
+        row = newcomer if newcomer is not None else await conn.fetchrow(sql.POSITION, key)
+        if row is None:  # activated or released by another process a moment ago
+            return self._reject(RejectReason.STORAGE_UNAVAILABLE, 1, cls)
+        snapshot = await self._queue_snapshot(conn)
+        own_ahead = row["own_ahead"]
+        if is_newcomer and own_ahead >= NEWCOMER_COUNT_CAP:
+            own_ahead = max(own_ahead, snapshot.class_lengths[row["queue_rank"]])
+        settings = self._settings
+        ahead = stride_ahead(
+            own_ahead,
+            row["queue_rank"],
+            snapshot.passes,
+            snapshot.class_lengths,
+            strides_of(settings.weights),
+        )
+        start = estimate_start(
+            snapshot.finish_table,
+            ahead=ahead,
+            now=now,
+            sessions=settings.sessions,
+            reserve=settings.reserve,
+            interactive=cls is DownloadClass.INTERACTIVE,
+            active=snapshot.active,
+            active_interactive=snapshot.active_interactive,
+            waiting=snapshot.waiting,
+            waiting_bytes=snapshot.waiting_bytes,
+            rate=self._fleet_rate(snapshot),
+        )
+        wait = start - now
+        delay = check_delay(
+            key,
+            newcomer=is_newcomer,
+            ahead=ahead,
+            wait=wait,
+            marked=bool(row["marked"]),
+            free_at_mark=snapshot.free_at_mark,
+        )
+        check_at = now + delay
+        no_show = no_show_at(check_at, delay)
+        if not is_newcomer:  # a newcomer's row already says exactly this
+            await conn.execute(sql.RECORD_CHECK, key, check_at, no_show, start, now)
+        earliest, latest = estimate_interval(start, now)
+        wall_offset = self._clock.wall() - now  # announced times are wall time (R-RES-5)
+        return Queued(
+            position=None if is_newcomer else ahead + 1,
+            starts_at=start + wall_offset,
+            starts_earliest=earliest + wall_offset,
+            starts_latest=latest + wall_offset,
+            check_at=check_at + wall_offset,
+            retry_after=max(1, math.ceil(delay)),
+            download_class=cls,
+            ticket=await self._session_ticket(conn, key, now, newcomer),
+        )
+
+    async def _session_ticket(
+        self, conn: asyncpg.Connection, key: bytes, now: float, stored: asyncpg.Record | None
+    ) -> str | None:
+        """The session's ticket, with its arrival from ``stored`` when the caller has it."""
+        if self._signer is None:
+            return None
+        if stored is not None:
+            arrival_ms = stored["arrival_wall_ms"]
+        else:
+            arrival_ms = await conn.fetchval(
+                "SELECT arrival_wall_ms FROM download_session WHERE session_key = $1", key
+            )
+        if arrival_ms is None:
+            return None
+        return self._signer.issue(key, arrival_ms, max(int(self._clock.wall() * 1000), arrival_ms))
+
+    def _lease_ticket(self, lease: Lease, now: float) -> str | None:
+        """As in memory: an active session's ticket is re-signed at most once a minute."""
+        if self._signer is None:
+            return None
+        if lease.ticket is not None and now - lease.ticket_issued < TICKET_REUSE_SECONDS:
+            return lease.ticket
+        lease.ticket = self._signer.issue(
+            lease.key,
+            lease.arrival_wall_ms,
+            max(int(self._clock.wall() * 1000), lease.arrival_wall_ms),
+        )
+        lease.ticket_issued = now
+        return lease.ticket
+
+    def _fleet_rate(self, snapshot: QueueSnapshot | None) -> float:
+        if snapshot is None:
+            return estimate_rate(0.0, self._local_rate(), self._settings.bandwidth)
+        return snapshot.rate(self._local_rate(), self._settings.bandwidth)
+
+    def _local_rate(self) -> float:
+        peak = self._rate.peak(self._clock.monotonic())
+        if peak > 0:
+            self._last_rate = peak
+        return peak or self._last_rate
+
+    async def _queue_snapshot(
+        self, conn: asyncpg.Connection, *, fresh: bool = False
+    ) -> QueueSnapshot:
+        """The leader's last tick plus the slot table, cached for half a second."""
+        # Its age on queue time: what an answer says must not depend on how fast the
+        # process runs (the same requests at the same queue times, the same answers).
+        now = self._clock.monotonic()
+        if not fresh and self._snapshot is not None and now < self._snapshot_until:
+            return self._snapshot
+        snapshot = await read_snapshot(conn)
+        self._snapshot = snapshot
+        self._snapshot_until = now + 0.5
+        return snapshot

@@ -1,0 +1,273 @@
+"""Joining and staying in the fleet: start, the tick, leases, settings and the key.
+
+Every process ticks (heartbeat, lease renewal, late delivery records, settings and
+key refresh); the one that holds the leader lease also runs the queue work.
+"""
+
+from __future__ import annotations
+
+import time
+
+import asyncpg
+
+from .._model import TickReport
+from .._settings import SchedulerSettings, Strategy
+from .._tickets import TicketSigner
+from .._ticking import next_tick_delay
+from ..policy import smallest_first_key
+from . import _sql as sql
+from ._migrate import apply_migrations
+from ._pool import create_pool, open_all
+from ._scheduler_delivery import SchedulerDelivery
+from ._scheduler_state import (
+    DATABASE_ERRORS,
+    HEARTBEAT_SECONDS,
+    SETTINGS_REFRESH_SECONDS,
+    TICKET_KEY_RETRY_SECONDS,
+    log,
+)
+from ._settings_store import SettingsStore, apply_stored
+from ._ticket_key import ensure_ticket_key, read_ticket_key
+
+__all__ = ["SchedulerFleet"]
+
+
+class SchedulerFleet(SchedulerDelivery):
+    """Start-up, the tick, fleet duties and configuration of :class:`PostgresScheduler`."""
+
+    async def start(self) -> None:
+        """Connect, migrate (writers), read key and settings, join the fleet.
+
+        A database that is down at start does not stop the process (R-SET-4): the
+        pool connects lazily, admissions answer ``503`` until the database is back,
+        and migrations, key and settings are retried on later ticks.
+        """
+        if self._pool is None:
+            assert self._dsn is not None, "PostgresScheduler needs a pool or a DSN"
+            self._pool = await create_pool(self._dsn, schema=self._schema, size=self._pool_size)
+        try:
+            await self._prepare()
+        except DATABASE_ERRORS as error:
+            self._trouble(error)
+
+    async def _prepare(self) -> None:
+        if not self._migrated:
+            assert self._dsn is not None
+            await apply_migrations(self._dsn, schema=self._schema)
+            self._migrated = True
+        await self.refresh_ticket_key()
+        await self.refresh_settings()
+        async with self._acquire() as conn:
+            await conn.execute(sql.ENSURE_SLOTS, self._settings.sessions)
+            await conn.execute(sql.ANALYZE_SLOTS)
+            await self._heartbeat(conn, 0.0)
+        # The process's own schedule of re-reads, not a queue decision: local time.
+        self._next_heartbeat = time.monotonic() + HEARTBEAT_SECONDS
+        self._prepared = True
+        if self._owns_pool:
+            kept = self._kept
+            if kept is not None:
+                await kept.return_all()  # open_all holds every connection at once
+            try:
+                await open_all(self._require_pool(), self._pool_size)
+            finally:
+                if kept is not None:
+                    kept.keep_again()
+
+    # ------------------------------------------------------------------ tick
+    async def tick(self) -> TickReport:
+        started = time.perf_counter()  # measures the tick (not a decision)
+        expired = marked = 0
+        preempted = False
+        try:
+            if not self._prepared:
+                await self._prepare()
+            async with self._acquire() as conn:
+                await self._fleet_duties(conn)
+                await self._record_late_deliveries(conn)
+                if await self._leader.elect(conn):
+                    outcome = await self._leader.tick(
+                        conn,
+                        settings=self._settings,
+                        now=self._clock.monotonic(),
+                        in_flight=self._leases.in_flight_keys(),
+                        local_rate=self._local_rate(),
+                        last_trouble=self._last_trouble,
+                        closed=self._closed,
+                    )
+                    expired, marked = outcome.expired, outcome.marked
+                    preempted = outcome.preempted
+                    self._learn_of_yield(outcome.yielding)
+                    for key in outcome.released:
+                        self._leases.forget(key)
+        except DATABASE_ERRORS as error:
+            self._trouble(error)
+            self._leader.step_down()
+        except Exception as error:
+            # Whatever went wrong, the next tick must run: a process whose tick loop
+            # died keeps answering but never renews, reaps or marks again.
+            log.exception("tick failed on node %s", self._node)
+            self._trouble(error)
+            self._leader.step_down()
+        self._leases.drop_untrusted_idle()
+        duration = time.perf_counter() - started
+        self._last_tick_seconds = duration
+        self._invalidate()
+        return TickReport(
+            duration=duration,
+            # Database waits, not CPU: tick at least once a heartbeat, so a slow tick
+            # never lets the leader lease (3 s) run out between two ticks.
+            next_tick_in=min(next_tick_delay(duration), HEARTBEAT_SECONDS),
+            expired=expired,
+            marked=marked,
+            preempted=preempted,
+        )
+
+    def _learn_of_yield(self, key: bytes | None) -> None:
+        """The leader asked ``key`` to yield: if this process serves it, its next range
+        yields (R-PREEMPT-2) instead of passing on a lease trusted without a round trip.
+
+        Other processes learn of it when they renew the lease (every heartbeat); the
+        allowed difference is in ADR 0017.
+        """
+        if key is None:
+            return
+        lease = self._leases.get(key)
+        if lease is not None:
+            lease.yield_requested = True
+
+    async def _fleet_duties(self, conn: asyncpg.Connection) -> None:
+        """Every process: heartbeat, renew held leases, refresh settings and key."""
+        real = time.monotonic()  # the process's own schedule of re-reads, not a decision
+        if real >= self._next_heartbeat:
+            self._next_heartbeat = real + HEARTBEAT_SECONDS
+            await self._heartbeat(conn, self._local_rate())
+            in_flight = self._leases.in_flight_keys()
+            if in_flight:
+                # A response still streaming is activity, wherever it streams from.
+                await conn.execute(sql.TOUCH_SESSIONS, in_flight, self._clock.monotonic())
+            await self._renew_leases(conn)
+        if real >= self._next_settings_read:
+            await self.refresh_settings()
+        if self._signer is None and real >= self._next_key_read:
+            await self.refresh_ticket_key()
+
+    async def _heartbeat(self, conn: asyncpg.Connection, rate: float) -> None:
+        """The fleet's heartbeat; the database time it returns keeps the queue clock."""
+        beat = conn.fetchval(sql.HEARTBEAT, self._node, rate)
+        if self._db_clock is None:
+            await beat
+        else:
+            await self._db_clock.refresh(beat)
+
+    async def _renew_leases(self, conn: asyncpg.Connection) -> None:
+        held = self._leases.held()
+        if not held:
+            return
+        rows = await conn.fetch(
+            sql.RENEW_LEASES,
+            [lease.slot_no for lease in held],
+            [lease.token for lease in held],
+            self._lease_seconds,
+            self._node,
+        )
+        renewed = {(row["slot_no"], row["lease_token"]): row for row in rows}
+        for lease in held:
+            row = renewed.get((lease.slot_no, lease.token))
+            if row is None:
+                # Released, reaped or taken over elsewhere: stop trusting and renewing.
+                lease.held = False
+                lease.trusted_until = 0.0
+            else:
+                lease.yield_requested = bool(row["yield_requested"])
+                self._leases.confirm(lease, row["lease_left"])
+
+    # ------------------------------------------------------------------ settings
+    async def refresh_settings(self) -> bool:
+        """R-SET-3: read the stored record; apply it only if its revision is newer.
+
+        Runs at start and every 10 s from ``tick``; an API that just saved a change
+        calls it to apply at once. Returns whether new settings were applied.
+        """
+        self._next_settings_read = time.monotonic() + SETTINGS_REFRESH_SECONDS
+        if self._store is None:
+            self._store = SettingsStore(
+                self._require_pool(), environment=self._environment, schema=self._schema
+            )
+        stored = await self._store.read()
+        if stored.revision <= self._applied_revision:
+            return False
+        settings, problems = apply_stored(self._environment, stored.fields)
+        self.settings_problems = problems
+        for problem in problems:
+            log.warning("stored settings: %s", problem)
+        self._applied_revision = stored.revision
+        await self.configure(settings)
+        return True
+
+    @property
+    def settings_revision(self) -> int:
+        """The revision of the stored settings in force (0: the environment's)."""
+        return self._applied_revision
+
+    async def refresh_ticket_key(self) -> None:
+        """Read (writers: create) the ticket key (R-TICKET-4).
+
+        A gateway without a key works without tickets and tries again every 30 s.
+        """
+        if self._explicit_keys:
+            return
+        self._next_key_read = time.monotonic() + TICKET_KEY_RETRY_SECONDS
+        key: bytes | None
+        if self._writer:
+            key = await ensure_ticket_key(self._require_pool(), self._schema)
+        else:
+            key = await read_ticket_key(self._require_pool(), self._schema)
+        if key is not None:
+            self._signer = TicketSigner([key])
+
+    async def configure(self, settings: SchedulerSettings) -> None:
+        current = self._settings
+        settings = settings.keeping_environment_only(current)
+        self._settings = settings
+        async with self._acquire() as conn:
+            await conn.execute(sql.ENSURE_SLOTS, settings.sessions)
+            await conn.execute(sql.ANALYZE_SLOTS)
+            if (
+                settings.strategy is not current.strategy
+                or settings.aging_minutes != current.aging_minutes
+            ):
+                await self._rekey(conn, settings)
+        self._invalidate()
+
+    async def _rekey(self, conn: asyncpg.Connection, settings: SchedulerSettings) -> None:
+        """A new strategy orders the waiters anew, by arrival (O(n), only on change)."""
+        rows = await conn.fetch(sql.WAITING_FOR_REKEY)
+        vts = {
+            row["queue_rank"]: row["virtual_time"]
+            for row in await conn.fetch("SELECT queue_rank, virtual_time FROM class_state")
+        }
+        rounds: dict[tuple[int, str], int] = {}
+        keys: list[bytes] = []
+        order: list[float] = []
+        for row in rows:
+            keys.append(row["session_key"])
+            if settings.strategy is Strategy.SMALLEST_FIRST:
+                order.append(
+                    smallest_first_key(
+                        row["object_size"], row["arrival"], settings.aging_minutes * 60.0
+                    )
+                )
+            else:
+                turn = (row["queue_rank"], row["principal"])
+                rounds[turn] = rounds.get(turn, 0) + 1
+                order.append(float(vts.get(row["queue_rank"], 0) + rounds[turn]))
+        async with conn.transaction():
+            await conn.execute(sql.REKEY_WAITING, keys, order)
+            await conn.execute("DELETE FROM principal_round")
+            if rounds:
+                await conn.executemany(
+                    "INSERT INTO principal_round (queue_rank, principal, last_tag) "
+                    "VALUES ($1, $2, $3)",
+                    [(rank, who, vts.get(rank, 0) + n) for (rank, who), n in rounds.items()],
+                )
