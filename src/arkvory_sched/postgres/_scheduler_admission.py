@@ -206,23 +206,11 @@ class SchedulerAdmission(SchedulerAnswers):
         """
         now = self._clock.monotonic()
         rank = row["base_class"]
-        check_at = now + NEWCOMER_CHECK_SECONDS
         async with conn.transaction():
             freed = await conn.fetchval(sql.RELEASE_SLOT, row["slot_no"], row["lease_token"], key)
             if freed is None:
                 return None  # the lease is gone already: answered as any other session
-            order_key = await self._order_key(
-                conn, rank, row["principal"], row["object_size"], row["arrival"], old=True
-            )
-            await conn.execute(
-                sql.REQUEUE_YIELDER,
-                key,
-                order_key,
-                now,
-                self._promote_at(rank, now),
-                check_at,
-                no_show_at(check_at, NEWCOMER_CHECK_SECONDS),
-            )
+            await self._wait_again(conn, sql.REQUEUE_YIELDER, key, row, now)
             await conn.execute(sql.NOTE_RELEASE, now)
         self._leases.forget(key)
         self._invalidate()
@@ -285,25 +273,37 @@ class SchedulerAdmission(SchedulerAnswers):
             NEWCOMER_COUNT_CAP,
         )
 
+    async def _wait_again(
+        self,
+        conn: asyncpg.Connection,
+        statement: str,
+        key: bytes,
+        row: asyncpg.Record,
+        now: float,
+    ) -> None:
+        """Put a yielding or resuming session back in its own class with its old arrival
+        (R-PREEMPT-2, R-SESS-9): a new turn, a fresh aging clock, a newcomer's check."""
+        rank = row["base_class"]
+        check_at = now + NEWCOMER_CHECK_SECONDS
+        order_key = await self._order_key(
+            conn, rank, row["principal"], row["object_size"], row["arrival"], old=True
+        )
+        await conn.execute(
+            statement,
+            key,
+            order_key,
+            now,
+            self._promote_at(rank, now),
+            check_at,
+            no_show_at(check_at, NEWCOMER_CHECK_SECONDS),
+        )
+
     async def _resume(
         self, conn: asyncpg.Connection, key: bytes, row: asyncpg.Record, now: float
     ) -> Lease | None:
         """R-SESS-9: a paused session waits again with its arrival; starts if alone."""
-        rank = row["base_class"]
-        check_at = now + NEWCOMER_CHECK_SECONDS
         async with conn.transaction():
-            order_key = await self._order_key(
-                conn, rank, row["principal"], row["object_size"], row["arrival"], old=True
-            )
-            await conn.execute(
-                sql.RESUME_PAUSED,
-                key,
-                order_key,
-                now,
-                self._promote_at(rank, now),
-                check_at,
-                no_show_at(check_at, NEWCOMER_CHECK_SECONDS),
-            )
+            await self._wait_again(conn, sql.RESUME_PAUSED, key, row, now)
             if await conn.fetchval(sql.OTHERS_WAITING, key):
                 return None
             lease = await self._claim(conn, key, row, now)
