@@ -11,12 +11,18 @@
 -- (no-shows, expired pauses: ``queue_expired``, ``principal_expired``). Sessions =
 -- admitted - completed - expired. An admission reads the other writers' rows as
 -- committed, which can only make the count look higher, never lower.
+-- The fleet's admissions are counted in 16 rows, one per first byte of the session key
+-- modulo 16, so that admissions running at once raise different rows instead of queueing
+-- on one row lock (``take_queue_place``). Sessions admitted = the sum of the rows.
 CREATE TABLE queue_admitted (
-    id       boolean PRIMARY KEY DEFAULT true CHECK (id),
+    shard    smallint PRIMARY KEY CHECK (shard BETWEEN 0 AND 15),
     sessions bigint NOT NULL DEFAULT 0
 );
-INSERT INTO queue_admitted (sessions)
-SELECT (SELECT count(*) FROM download_session) + q.completed_total FROM queue_state AS q;
+INSERT INTO queue_admitted (shard) SELECT generate_series(0, 15);
+UPDATE queue_admitted
+SET sessions = (SELECT (SELECT count(*) FROM download_session) + q.completed_total
+                FROM queue_state AS q)
+WHERE shard = 0;
 
 CREATE TABLE queue_expired (
     id       boolean PRIMARY KEY DEFAULT true CHECK (id),
@@ -49,6 +55,44 @@ AS $$
                      WHERE c.principal = p_principal), 0)
          + coalesce((SELECT e.sessions FROM principal_expired AS e
                      WHERE e.principal = p_principal), 0)
+$$;
+
+-- The fleet's sessions as an admission may count them (committed admissions).
+CREATE FUNCTION queue_admitted_total() RETURNS bigint
+LANGUAGE sql STABLE
+AS $$
+    SELECT sum(a.sessions)::bigint FROM queue_admitted AS a
+$$;
+
+-- One more session in the fleet's count, only below ``p_limit`` (R-RES-1). Far from the
+-- limit an admission raises one row and then counts with a fresh snapshot: what it cannot
+-- see are admissions that hold another row and have not committed, at most one per other
+-- row (15), so it admits when even those could not take the count beyond the limit.
+-- Near the limit it gives its row back (the block's subtransaction releases the lock) and
+-- locks all 16 rows in order, which makes the count exact; no admission holds one row
+-- while waiting for another, so the two ways cannot deadlock.
+CREATE FUNCTION take_queue_place(p_key bytea, p_limit bigint) RETURNS boolean
+LANGUAGE plpgsql
+AS $$
+DECLARE
+    v_shard smallint := get_byte(p_key, 0) % 16;
+BEGIN
+    BEGIN
+        UPDATE queue_admitted AS a SET sessions = a.sessions + 1 WHERE a.shard = v_shard;
+        IF queue_admitted_total() - queue_gone() + 15 <= p_limit THEN
+            RETURN true;
+        END IF;
+        RAISE EXCEPTION USING ERRCODE = 'P0001', MESSAGE = 'near_queue_limit';
+    EXCEPTION WHEN raise_exception THEN
+        NULL;  -- near the limit: the row's increment and lock are rolled back
+    END;
+    PERFORM 1 FROM queue_admitted ORDER BY shard FOR UPDATE;
+    IF queue_admitted_total() - queue_gone() >= p_limit THEN
+        RETURN false;
+    END IF;
+    UPDATE queue_admitted AS a SET sessions = a.sessions + 1 WHERE a.shard = v_shard;
+    RETURN true;
+END
 $$;
 
 -- The fleet's sessions gone, as an admission may count them.
@@ -169,7 +213,7 @@ BEGIN
     END IF;
 
     -- Bounds (R-RES-1), a first look: refused here, nothing is written.
-    IF (SELECT a.sessions FROM queue_admitted AS a) - queue_gone() >= p_queue_limit THEN
+    IF queue_admitted_total() - queue_gone() >= p_queue_limit THEN
         outcome := 'queue_full';
         RETURN NEXT;
         RETURN;
@@ -254,7 +298,7 @@ BEGIN
     END IF;
 
     -- The counts, raised only below their limits (the principal's row first, then the
-    -- fleet's, then the class's round). Only admissions write these two rows.
+    -- fleet's, then the class's round). Only admissions write these rows.
     INSERT INTO principal_load AS l (principal, sessions) VALUES (p_principal, 1)
     ON CONFLICT ON CONSTRAINT principal_load_pkey DO UPDATE
     SET sessions = l.sessions + 1
@@ -262,9 +306,7 @@ BEGIN
     IF NOT FOUND THEN
         RAISE EXCEPTION 'principal_limit';
     END IF;
-    UPDATE queue_admitted AS a SET sessions = a.sessions + 1
-    WHERE a.sessions - queue_gone() < p_queue_limit;
-    IF NOT FOUND THEN
+    IF NOT take_queue_place(p_key, p_queue_limit) THEN
         RAISE EXCEPTION 'queue_full';
     END IF;
     IF v_slot IS NOT NULL THEN

@@ -145,7 +145,7 @@ async def test_a_newcomer_does_not_jump_a_waiting_session_for_a_free_slot(
 
 
 async def test_the_bounds_reject_without_writing(db: asyncpg.Connection) -> None:
-    await db.execute("UPDATE queue_admitted SET sessions = 5")
+    await db.execute("UPDATE queue_admitted SET sessions = CASE WHEN shard = 0 THEN 5 ELSE 0 END")
     full = await admit(db, b"k1", queue_limit=5)
     assert full["outcome"] == "queue_full"
     await db.execute("UPDATE queue_admitted SET sessions = 0")
@@ -156,7 +156,7 @@ async def test_the_bounds_reject_without_writing(db: asyncpg.Connection) -> None
     keys = await db.fetch("SELECT session_key FROM download_session ORDER BY session_key")
     assert [r["session_key"] for r in keys] == [b"k2", b"k3"]
     counts = await db.fetchrow(
-        "SELECT (SELECT sessions FROM queue_admitted) AS queue,"
+        "SELECT (SELECT sum(sessions) FROM queue_admitted) AS queue,"
         " (SELECT sessions FROM principal_load WHERE principal = 'greedy') AS greedy"
     )
     assert (counts["queue"], counts["greedy"]) == (2, 2)
@@ -192,7 +192,37 @@ async def test_the_last_place_taken_meanwhile_rolls_the_admission_back(
     assert [r["session_key"] for r in keys] == [b"k1"]
     held = await db.fetchval("SELECT count(*) FROM download_slot WHERE session_key IS NOT NULL")
     assert held == 1
-    assert await db.fetchval("SELECT sessions FROM queue_admitted") == 1
+    assert await db.fetchval("SELECT sum(sessions) FROM queue_admitted") == 1
+
+
+async def test_admissions_far_from_the_limit_do_not_queue_on_one_count(
+    db: asyncpg.Connection, database_url: str, schema: str
+) -> None:
+    """The fleet's count is 16 rows: an admission whose key falls in another row goes
+    through while one is still uncommitted, and both are counted."""
+    other = await asyncpg.connect(database_url, server_settings={"search_path": schema})
+    try:
+        async with db.transaction():
+            # No slots: both wait, so neither advances a class round (a grant does).
+            first = await admit(db, b"\x00first", principal="a", sessions=0)
+            assert first["outcome"] == "queued"
+            with anyio.fail_after(2):  # would wait for the first commit on one shared row
+                second = await admit(other, b"\x01second", principal="b", sessions=0)
+            assert second["outcome"] == "queued"
+    finally:
+        await other.close()
+    rows = await db.fetch("SELECT shard, sessions FROM queue_admitted WHERE sessions > 0")
+    assert sorted((r["shard"], r["sessions"]) for r in rows) == [(0, 1), (1, 1)]
+
+
+async def test_near_the_limit_the_count_is_exact(db: asyncpg.Connection) -> None:
+    """Within 15 of the limit an admission locks every row and counts exactly."""
+    await db.execute("UPDATE queue_admitted SET sessions = CASE WHEN shard = 3 THEN 8 ELSE 0 END")
+    taken = await admit(db, b"\x05near", principal="a", queue_limit=9)
+    assert taken["outcome"] in ("admitted", "queued")
+    full = await admit(db, b"\x06full", principal="b", queue_limit=9)
+    assert full["outcome"] == "queue_full"
+    assert await db.fetchval("SELECT sum(sessions) FROM queue_admitted") == 9
 
 
 async def test_turns_go_round_robin_between_principals_as_in_memory(
