@@ -53,7 +53,7 @@ from arkvory_sched import (
     applied_class,
     default_class,
 )
-from arkvory_sched._session import session_key
+from arkvory_sched._session_keys import session_key
 from arkvory_sched.postgres import PostgresScheduler
 from arkvory_sched.postgres import _sql as sql
 from benchmarks.core_bench import Workload

@@ -49,7 +49,7 @@ from arkvory_sched import (
     TicketSigner,
     generate_key,
 )
-from arkvory_sched._core import SchedulerCore
+from arkvory_sched.memory._core import SchedulerCore
 from arkvory_sched.testing import FakeClock
 from benchmarks._machine import cpu_count, cpu_model, load_average, median
 from benchmarks._report import package_version, verdict, write_section

@@ -60,7 +60,7 @@ from arkvory_sched import (
     InMemoryDownloadScheduler,
     RangeKind,
 )
-from arkvory_sched._observer import PROGRESS_EVERY_BYTES
+from arkvory_sched.asgi._observer import PROGRESS_EVERY_BYTES
 from benchmarks._machine import cpu_count, cpu_model, load_average, median
 from benchmarks._report import package_version, verdict, write_section
 

@@ -8,9 +8,6 @@ from __future__ import annotations
 from ._classes import DownloadClass, PrincipalKind, applied_class, default_class
 from ._clock import Clock, SystemClock
 from ._exceptions import ArkvoryError, ConfigurationError, InvalidRequestError, SettingsError
-from ._memory import InMemoryDownloadScheduler
-from ._metrics import metrics_app
-from ._middleware import DownloadSchedulerMiddleware
 from ._model import (
     Admission,
     Admitted,
@@ -33,11 +30,13 @@ from ._model import (
     TickReport,
 )
 from ._port import DownloadScheduler, FastGrant, FastPath
-from ._readiness import readiness_app
 from ._settings import SchedulerSettings, Strategy
 from ._target import DownloadTarget, Resolver
 from ._tickets import TicketSigner, generate_key
 from ._ticking import next_tick_delay, run_tick_loop
+from .asgi import DownloadSchedulerMiddleware
+from .memory import InMemoryDownloadScheduler
+from .observability import metrics_app, readiness_app
 
 __all__ = [
     "Admission",

@@ -7,10 +7,13 @@ which the PostgreSQL implementation uses too, does not depend on the in-memory c
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ._classes import DownloadClass
 from ._model import ByteRange
-from ._session import Session
+
+if TYPE_CHECKING:  # only the in-memory store fills ``session``; no import at run time
+    from .memory import Session
 
 __all__ = ["GrantState"]
 

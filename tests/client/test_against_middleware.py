@@ -29,8 +29,8 @@ from arkvory_sched import (
     PrincipalKind,
     SchedulerSettings,
 )
-from arkvory_sched._middleware import DownloadSchedulerMiddleware
 from arkvory_sched._target import DownloadTarget
+from arkvory_sched.asgi._middleware import DownloadSchedulerMiddleware
 from arkvory_sched.testing import FakeClock
 
 from ._support import payload

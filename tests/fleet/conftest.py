@@ -42,7 +42,7 @@ import asyncpg
 import httpx
 import pytest
 
-from arkvory_sched._session import session_key
+from arkvory_sched._session_keys import session_key
 from arkvory_sched.postgres._scheduler import DATABASE_ERRORS
 from tests.integration.conftest import free_port, wait_ready, write_pattern_file
 from tests.pg import database_url, drop_schema, new_schema, require_database

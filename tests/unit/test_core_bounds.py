@@ -14,7 +14,7 @@ from arkvory_sched import (
     PrincipalKind,
     RejectReason,
 )
-from arkvory_sched._core import PendingRequest, SchedulerCore
+from arkvory_sched.memory._core import PendingRequest, SchedulerCore
 from arkvory_sched.policy import PREEMPT_MIN_HOLD_SECONDS
 
 from ._helpers import (

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from arkvory_sched import PrincipalKind, Queued
-from arkvory_sched._core import SchedulerCore
+from arkvory_sched.memory._core import SchedulerCore
 from arkvory_sched.testing import FakeClock
 
 from ._helpers import (

@@ -18,9 +18,9 @@ from arkvory_sched import (
     Rejected,
     Strategy,
 )
-from arkvory_sched._core import PendingRequest, SchedulerCore
-from arkvory_sched._fairqueue import FairQueue
-from arkvory_sched._session import PrincipalRecord, Session, SessionState
+from arkvory_sched.memory._core import PendingRequest, SchedulerCore
+from arkvory_sched.memory._fairqueue import FairQueue
+from arkvory_sched.memory._session import PrincipalRecord, Session, SessionState
 from arkvory_sched.policy import PREEMPT_MIN_HOLD_SECONDS
 from arkvory_sched.testing import FakeClock
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from arkvory_sched import Admitted, ByteRange, Delivered, RangeKind, Rejected, RejectReason
-from arkvory_sched._core import PendingRequest
-from arkvory_sched._session import session_key
+from arkvory_sched._session_keys import session_key
+from arkvory_sched.memory._core import PendingRequest
 from arkvory_sched.policy import NO_SHOW_MARGIN_SECONDS
 
 from ._helpers import (

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from arkvory_sched import Admitted, DownloadRequest, Queued, TicketSigner
-from arkvory_sched._core import SchedulerCore
+from arkvory_sched.memory._core import SchedulerCore
 from arkvory_sched.testing import FakeClock
 
 from ._helpers import (

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from arkvory_sched._intervals import DeliveredRanges
+from arkvory_sched.memory._intervals import DeliveredRanges
 
 Range = tuple[int, int]
 

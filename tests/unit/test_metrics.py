@@ -32,8 +32,8 @@ from arkvory_sched import (
     SchedulerSettings,
     SchedulerStats,
 )
-from arkvory_sched._accuracy import EstimateScorer
-from arkvory_sched._metrics import SchedulerMetrics, StatsCache, metrics_app
+from arkvory_sched.observability._accuracy import EstimateScorer
+from arkvory_sched.observability._metrics import SchedulerMetrics, StatsCache, metrics_app
 from arkvory_sched.testing import FakeClock
 
 MIB = 1024 * 1024

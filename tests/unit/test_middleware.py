@@ -57,11 +57,11 @@ from arkvory_sched import (
     TickReport,
     generate_key,
 )
-from arkvory_sched._asgi import ASGIApp, Message
-from arkvory_sched._core import SchedulerCore
-from arkvory_sched._middleware import DownloadSchedulerMiddleware
-from arkvory_sched._ranges import Satisfiable, Unsatisfiable, content_range, parse_range
 from arkvory_sched._target import DownloadTarget, Resolver, Scope
+from arkvory_sched.asgi._asgi import ASGIApp, Message
+from arkvory_sched.asgi._middleware import DownloadSchedulerMiddleware
+from arkvory_sched.asgi._ranges import Satisfiable, Unsatisfiable, content_range, parse_range
+from arkvory_sched.memory._core import SchedulerCore
 from arkvory_sched.testing import FakeClock
 
 MIB = 1024 * 1024

@@ -47,11 +47,11 @@ from arkvory_sched import (
     generate_key,
 )
 from arkvory_sched._classes import default_class
-from arkvory_sched._core import SchedulerCore
 from arkvory_sched._grant_state import GrantState
-from arkvory_sched._middleware import DownloadSchedulerMiddleware
 from arkvory_sched._rate import PeakRateMeter
-from arkvory_sched._session import KEY_CACHE_ENTRIES, session_key
+from arkvory_sched._session_keys import KEY_CACHE_ENTRIES, session_key
+from arkvory_sched.asgi._middleware import DownloadSchedulerMiddleware
+from arkvory_sched.memory._core import SchedulerCore
 from arkvory_sched.testing import FakeClock
 from tests.unit.test_middleware import (
     BIG,
@@ -671,8 +671,8 @@ def test_small_object_admission_hashes_no_key_unless_its_principal_holds_a_slot(
         hashed.append(principal)
         return session_key(principal, *args)
 
-    monkeypatch.setattr("arkvory_sched._core_admission.session_key", counting)
-    monkeypatch.setattr("arkvory_sched._session.session_key", counting)  # SessionKeys
+    monkeypatch.setattr("arkvory_sched.memory._core_admission.session_key", counting)
+    monkeypatch.setattr("arkvory_sched._session_keys.session_key", counting)  # SessionKeys
     scheduler.admit(small_request("svc-other"))
     assert take(scheduler, principal="svc-other") is not None
     assert hashed == []

@@ -8,7 +8,14 @@ from typing import Any
 import pytest
 
 from arkvory_sched import DownloadClass, Queued, Rejected, RejectReason
-from arkvory_sched._problems import PROBLEM_CONTENT_TYPE, Answer, bad_request, busy, queued, rfc3339
+from arkvory_sched.asgi._problems import (
+    PROBLEM_CONTENT_TYPE,
+    Answer,
+    bad_request,
+    busy,
+    queued,
+    rfc3339,
+)
 
 WALL = 1_780_000_000.0  # 2026-05-28T20:26:40Z
 

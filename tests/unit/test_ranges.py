@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from arkvory_sched import _ranges
 from arkvory_sched._model import ByteRange, RangeKind
-from arkvory_sched._ranges import (
+from arkvory_sched.asgi import _ranges
+from arkvory_sched.asgi._ranges import (
     MAX_HEADER_LENGTH,
     MAX_RANGES,
     RangeParse,

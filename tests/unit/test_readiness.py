@@ -26,8 +26,8 @@ from arkvory_sched import (
     Queued,
     SchedulerSettings,
 )
-from arkvory_sched._readiness import readiness_app, readiness_document
-from arkvory_sched._session import session_key
+from arkvory_sched._session_keys import session_key
+from arkvory_sched.observability._readiness import readiness_app, readiness_document
 from arkvory_sched.testing import FakeClock
 
 MIB = 1024 * 1024

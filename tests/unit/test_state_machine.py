@@ -50,8 +50,8 @@ from arkvory_sched import (
     Strategy,
     TicketSigner,
 )
-from arkvory_sched._core import PendingRequest, SchedulerCore
-from arkvory_sched._session import session_key
+from arkvory_sched._session_keys import session_key
+from arkvory_sched.memory._core import PendingRequest, SchedulerCore
 from arkvory_sched.testing import FakeClock
 
 MIB = 1024 * 1024

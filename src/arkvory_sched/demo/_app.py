@@ -30,13 +30,12 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .._exceptions import ConfigurationError
-from .._memory import InMemoryDownloadScheduler
-from .._metrics import metrics_app
-from .._middleware import DownloadSchedulerMiddleware
 from .._port import DownloadScheduler
-from .._readiness import readiness_app
 from .._settings import SchedulerSettings
 from .._ticking import run_tick_loop
+from ..asgi import DownloadSchedulerMiddleware
+from ..memory import InMemoryDownloadScheduler
+from ..observability import metrics_app, readiness_app
 from ..postgres import DEFAULT_SCHEMA, PostgresScheduler
 from ._auth import TokenMap
 from ._bandwidth import BandwidthGovernor

@@ -28,10 +28,18 @@ from typing import Any, Final
 import anyio
 from anyio.abc import TaskGroup
 
-from .._conditional import etag_listed, http_date
 from .._model import ByteRange
-from .._ranges import Satisfiable, Unsatisfiable, WholeObject, coalesce, content_range, parse_range
 from .._target import Scope
+from ..asgi import (
+    Satisfiable,
+    Unsatisfiable,
+    WholeObject,
+    coalesce,
+    content_range,
+    etag_listed,
+    http_date,
+    parse_range,
+)
 from ._auth import TokenMap, principal_for
 from ._bandwidth import BandwidthGovernor
 

@@ -10,7 +10,7 @@ import re
 
 from .._exceptions import InvalidRequestError
 from .._model import ByteRange, RangeKind
-from .._session import MAX_DOWNLOAD_ID_LENGTH
+from .._session_keys import MAX_DOWNLOAD_ID_LENGTH
 from .._settings import SchedulerSettings, Strategy
 
 __all__ = ["sets_start", "uses_sessions", "validated_download_id"]

@@ -19,9 +19,7 @@ from typing import Any
 import anyio
 import asyncpg
 
-from .._accuracy import EstimateScorer
 from .._classes import DownloadClass
-from .._histogram import Histogram
 from .._model import (
     ByteRange,
     Rejected,
@@ -30,9 +28,10 @@ from .._model import (
 )
 from .._rate import PeakRateMeter
 from .._request_admission import RequestAdmission
-from .._session import SessionKeys
+from .._session_keys import SessionKeys
 from .._settings import SchedulerSettings
 from .._tickets import TicketSigner
+from ..observability import EstimateScorer, Histogram
 from ..policy import CLASS_COUNT
 from ._db_clock import DatabaseClock
 from ._estimates import QueueSnapshot

@@ -13,11 +13,10 @@ from collections.abc import Sequence
 
 import anyio
 
-from ._classes import DownloadClass, PrincipalKind
-from ._clock import Clock, SystemClock
-from ._core import SchedulerCore
-from ._grant_state import GrantState
-from ._model import (
+from .._classes import DownloadClass, PrincipalKind
+from .._clock import Clock, SystemClock
+from .._grant_state import GrantState
+from .._model import (
     ByteRange,
     Decision,
     DeliveryOutcome,
@@ -26,11 +25,12 @@ from ._model import (
     SchedulerStats,
     TickReport,
 )
-from ._port import DownloadScheduler, FastPath
-from ._request_admission import PendingRequest, RequestTimer, wait_with_timeout
-from ._settings import SchedulerSettings
-from ._tickets import TicketSigner
-from ._ticking import next_tick_delay
+from .._port import DownloadScheduler, FastPath
+from .._request_admission import PendingRequest, RequestTimer, wait_with_timeout
+from .._settings import SchedulerSettings
+from .._tickets import TicketSigner
+from .._ticking import next_tick_delay
+from ._core import SchedulerCore
 
 __all__ = ["InMemoryDownloadScheduler"]
 

@@ -19,9 +19,9 @@ from collections.abc import Callable, Sequence
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from ._classes import DownloadClass
-from ._model import SchedulerStats
-from ._port import DownloadScheduler
+from .._classes import DownloadClass
+from .._model import SchedulerStats
+from .._port import DownloadScheduler
 
 __all__ = ["readiness_app", "readiness_document"]
 

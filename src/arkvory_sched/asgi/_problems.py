@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 
-from ._model import Queued, Rejected, RejectReason
+from .._model import Queued, Rejected, RejectReason
 
 __all__ = [
     "PROBLEM_CONTENT_TYPE",

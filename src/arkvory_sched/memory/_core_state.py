@@ -10,24 +10,19 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from ._accuracy import EstimateScorer
-from ._clock import Clock
+from .._clock import Clock
+from .._grant_state import GrantState
+from .._model import RejectReason
+from .._rate import PeakRateMeter
+from .._request_admission import RequestAdmission
+from .._session_keys import SessionKeys
+from .._settings import SchedulerSettings, Strategy
+from .._tickets import TicketSigner
+from ..observability import EstimateScorer, Histogram
+from ..policy import CLASS_COUNT
 from ._deadlines import DeadlineBuckets
 from ._fairqueue import FairQueue
-from ._grant_state import GrantState
-from ._histogram import Histogram
-from ._model import RejectReason
-from ._rate import PeakRateMeter
-from ._request_admission import RequestAdmission
-from ._session import (
-    PrincipalRecord,
-    Session,
-    SessionKeys,
-    SessionState,
-)
-from ._settings import SchedulerSettings, Strategy
-from ._tickets import TicketSigner
-from .policy import CLASS_COUNT
+from ._session import PrincipalRecord, Session, SessionState
 
 __all__ = ["CoreState", "TickOutcome"]
 

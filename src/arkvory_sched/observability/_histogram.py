@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import bisect
 
-from ._model import HistogramSnapshot
+from .._model import HistogramSnapshot
 
 __all__ = ["WAIT_BUCKETS", "Histogram"]
 

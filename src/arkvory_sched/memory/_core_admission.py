@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from ._classes import DownloadClass, PrincipalKind, applied_class, default_class
-from ._core_estimates import CoreEstimates
-from ._core_state import _ACTIVE, _PAUSED
-from ._grant_state import GrantState
-from ._model import (
+from .._classes import DownloadClass, PrincipalKind, applied_class, default_class
+from .._grant_state import GrantState
+from .._model import (
     Admitted,
     ByteRange,
     Decision,
@@ -15,17 +13,16 @@ from ._model import (
     Rejected,
     RejectReason,
 )
-from ._request_admission import PendingRequest
-from ._session import (
-    PrincipalRecord,
-    Session,
-    session_key,
-)
-from .policy import (
+from .._request_admission import PendingRequest
+from .._session_keys import session_key
+from ..policy import (
     SHUTDOWN_RETRY_SECONDS,
     uses_sessions,
     validated_download_id,
 )
+from ._core_estimates import CoreEstimates
+from ._core_state import _ACTIVE, _PAUSED
+from ._session import PrincipalRecord, Session
 
 __all__ = ["CoreAdmission"]
 

@@ -19,21 +19,21 @@ from __future__ import annotations
 
 import itertools
 
-from ._classes import DownloadClass
-from ._core_admission import CoreAdmission
-from ._core_delivery import CoreDelivery
-from ._core_state import _ACTIVE, _PAUSED, _SHARED, _WAITING, TickOutcome
-from ._core_tick import CoreTick
-from ._grant_state import GrantState
-from ._model import (
+from .._classes import DownloadClass
+from .._grant_state import GrantState
+from .._model import (
     ClassStats,
     HistogramSnapshot,
     RejectReason,
     SchedulerStats,
 )
-from ._request_admission import PendingRequest
-from ._settings import SchedulerSettings
-from .policy import CLASS_COUNT
+from .._request_admission import PendingRequest
+from .._settings import SchedulerSettings
+from ..policy import CLASS_COUNT
+from ._core_admission import CoreAdmission
+from ._core_delivery import CoreDelivery
+from ._core_state import _ACTIVE, _PAUSED, _SHARED, _WAITING, TickOutcome
+from ._core_tick import CoreTick
 
 __all__ = ["GrantState", "PendingRequest", "SchedulerCore", "TickOutcome"]
 

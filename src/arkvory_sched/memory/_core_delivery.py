@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from ._core_estimates import CoreEstimates
-from ._core_state import _GONE
-from ._grant_state import GrantState
-from ._intervals import DeliveredRanges
-from ._model import (
+from .._grant_state import GrantState
+from .._model import (
     Delivered,
     DeliveryOutcome,
     Grant,
 )
-from .policy import sets_start
+from ..policy import sets_start
+from ._core_estimates import CoreEstimates
+from ._core_state import _GONE
+from ._intervals import DeliveredRanges
 
 __all__ = ["CoreDelivery"]
 

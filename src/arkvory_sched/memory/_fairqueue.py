@@ -28,9 +28,8 @@ from collections.abc import Iterator, Sequence
 
 from sortedcontainers import SortedList
 
-from ._session import Session
-from ._settings import Strategy
-from .policy import (
+from .._settings import Strategy
+from ..policy import (
     AGING_CAP_RANK,
     CLASS_COUNT,
     promote_at,
@@ -39,6 +38,7 @@ from .policy import (
     stride_ahead,
     strides_of,
 )
+from ._session import Session
 
 __all__ = ["FairQueue"]
 

@@ -9,9 +9,9 @@ Both stores keep an :class:`EstimateScorer`; the interval is the policy's
 
 from __future__ import annotations
 
+from .._model import EstimateAccuracy
+from ..policy import estimate_interval
 from ._histogram import Histogram
-from ._model import EstimateAccuracy
-from .policy import estimate_interval
 
 __all__ = ["RELATIVE_ERROR_BUCKETS", "SIGNED_ERROR_BUCKETS", "EstimateScorer"]
 

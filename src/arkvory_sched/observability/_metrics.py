@@ -28,8 +28,8 @@ from prometheus_client.metrics_core import (
 from prometheus_client.registry import Collector
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from ._model import HistogramSnapshot, RejectReason, SchedulerStats
-from ._port import DownloadScheduler
+from .._model import HistogramSnapshot, RejectReason, SchedulerStats
+from .._port import DownloadScheduler
 from ._readiness import READ_METHODS, send_method_not_allowed, send_response, serve_non_http
 
 __all__ = ["METRIC_PREFIX", "SchedulerMetrics", "StatsCache", "metrics_app"]

@@ -21,7 +21,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ._model import ByteRange, RangeKind
+from .._model import ByteRange, RangeKind
 
 __all__ = [
     "MAX_HEADER_LENGTH",

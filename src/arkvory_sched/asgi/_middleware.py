@@ -28,12 +28,14 @@ from typing import Any
 
 import anyio
 
+from .._classes import DownloadClass
+from .._exceptions import InvalidRequestError
+from .._model import Admitted, ByteRange, Decision, DownloadRequest, Queued
+from .._port import DownloadScheduler, FastGrant, FastPath
+from .._target import Resolver
+from .._ticking import run_tick_loop
 from ._asgi import ASGIApp, Message, Receive, Scope, Send
-from ._classes import DownloadClass
-from ._exceptions import InvalidRequestError
-from ._model import Admitted, ByteRange, Decision, DownloadRequest, Queued
 from ._observer import GrantObserver, PlaceObserver, failure_outcome
-from ._port import DownloadScheduler, FastGrant, FastPath
 from ._problems import Answer, bad_request, busy, queued
 from ._request_headers import (
     UNSATISFIABLE,
@@ -42,8 +44,6 @@ from ._request_headers import (
     request_headers,
     requested_range,
 )
-from ._target import Resolver
-from ._ticking import run_tick_loop
 
 __all__ = ["DownloadSchedulerMiddleware"]
 

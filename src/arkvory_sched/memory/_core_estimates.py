@@ -4,15 +4,13 @@ from __future__ import annotations
 
 import math
 
-from ._classes import DownloadClass
-from ._core_transitions import CoreTransitions
-from ._model import (
+from .._classes import DownloadClass
+from .._model import (
     Queued,
     Rejected,
     RejectReason,
 )
-from ._session import Session
-from .policy import (
+from ..policy import (
     TICKET_REUSE_SECONDS,
     busy_retry_after,
     check_delay,
@@ -22,6 +20,8 @@ from .policy import (
     finish_table,
     no_show_at,
 )
+from ._core_transitions import CoreTransitions
+from ._session import Session
 
 __all__ = ["CoreEstimates"]
 

@@ -13,10 +13,10 @@ from typing import Any
 
 import anyio
 
+from .._classes import DownloadClass
+from .._model import Admitted, ByteRange, Delivered, DeliveryOutcome, Failed, Grant, Interrupted
+from .._port import DownloadScheduler, FastGrant, FastPath
 from ._asgi import Message, Send
-from ._classes import DownloadClass
-from ._model import Admitted, ByteRange, Delivered, DeliveryOutcome, Failed, Grant, Interrupted
-from ._port import DownloadScheduler, FastGrant, FastPath
 
 __all__ = [
     "CLASS_HEADERS",

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from .._exceptions import InvalidRequestError
+from .._model import ByteRange
+from .._target import DownloadTarget
 from ._asgi import Scope
 from ._conditional import etag_listed, http_date
-from ._exceptions import InvalidRequestError
-from ._model import ByteRange
 from ._ranges import Unsatisfiable, first_range
-from ._target import DownloadTarget
 
 __all__ = [
     "UNSATISFIABLE",

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-from ._core_estimates import CoreEstimates
-from ._core_state import _ACTIVE, _PAUSED, _SHARED, _WAITING, TickOutcome
-from ._session import Session
-from .policy import (
+from ..policy import (
     MARK_SCAN_SLACK,
     TAIL_ONLY_HOLD_SECONDS,
     YieldHead,
@@ -14,6 +11,9 @@ from .policy import (
     finishing_soon,
     marking_budget,
 )
+from ._core_estimates import CoreEstimates
+from ._core_state import _ACTIVE, _PAUSED, _SHARED, _WAITING, TickOutcome
+from ._session import Session
 
 __all__ = ["CoreTick"]
 

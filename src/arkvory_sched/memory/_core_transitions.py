@@ -7,19 +7,19 @@ so the rest of the core never touches them one by one.
 
 from __future__ import annotations
 
-from ._core_state import _ACTIVE, _GONE, _PAUSED, _WAITING, CoreState
-from ._intervals import DeliveredRanges
-from ._session import (
-    PrincipalRecord,
-    Session,
-)
-from .policy import (
+from ..policy import (
     NEWCOMER_CHECK_SECONDS,
     PAUSE_RETENTION_SECONDS,
     backup_may_take_slot,
     no_show_at,
     over_share_with_contenders,
     slot_free_for,
+)
+from ._core_state import _ACTIVE, _GONE, _PAUSED, _WAITING, CoreState
+from ._intervals import DeliveredRanges
+from ._session import (
+    PrincipalRecord,
+    Session,
 )
 
 __all__ = ["CoreTransitions"]

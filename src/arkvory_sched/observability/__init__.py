@@ -1,0 +1,26 @@
+"""Metrics and readiness: what operators and load balancers see of a scheduler.
+
+Everything here reads the aggregates of :meth:`DownloadScheduler.stats` (counts per
+class, never an id) or records them, for any store. It is a package of its own because
+it sits beside the request path, not on it: the stores feed it their waits and
+estimate errors, the endpoints serve them, and neither store depends on the other.
+
+- :mod:`._metrics`: :func:`metrics_app`, Prometheus metrics rendered at scrape time.
+- :mod:`._readiness`: :func:`readiness_app`, the readiness document.
+- :mod:`._histogram`: a fixed-bucket cumulative histogram the stores keep.
+- :mod:`._accuracy`: scoring announced start estimates against actual starts.
+"""
+
+from __future__ import annotations
+
+from ._accuracy import EstimateScorer
+from ._histogram import Histogram
+from ._metrics import metrics_app
+from ._readiness import readiness_app
+
+__all__ = [
+    "EstimateScorer",
+    "Histogram",
+    "metrics_app",
+    "readiness_app",
+]
