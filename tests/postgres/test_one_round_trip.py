@@ -30,6 +30,7 @@ from arkvory_sched import (
 from arkvory_sched.policy import caught_up
 from arkvory_sched.postgres import PostgresScheduler
 from arkvory_sched.postgres import _sql as sql
+from arkvory_sched.postgres import _sql_tick as tick_sql
 from arkvory_sched.postgres._leader import SHAPE_REUSE_WAITING
 from tests.postgres._helpers import SIZE, download
 
@@ -408,8 +409,8 @@ async def test_the_leaders_catch_up_is_what_its_ordering_assumed(
     for rank, value in enumerate(passes):
         await db.execute("UPDATE class_state SET pass = $2 WHERE queue_rank = $1", rank, value)
     global_pass = await db.fetchval(sql.GLOBAL_PASS)
-    await db.execute(sql.CATCH_UP_IDLE_CLASSES, idle, global_pass)
-    assert list(await db.fetchval(sql.CLASS_PASSES)) == caught_up(passes, idle, global_pass)
+    await db.execute(sql.CATCH_UP_IDLE_CLASSES, idle)
+    assert list(await db.fetchval(tick_sql.CLASS_PASSES)) == caught_up(passes, idle, global_pass)
 
 
 async def test_the_global_pass_is_the_pass_the_last_grant_had(db: asyncpg.Connection) -> None:
@@ -419,9 +420,9 @@ async def test_the_global_pass_is_the_pass_the_last_grant_had(db: asyncpg.Connec
     await db.execute(sql.ADVANCE_ROUND, 1, 0, 0.25)  # then release, at pass 0
     await db.execute(sql.ADVANCE_ROUND, 2, 0, 0.5)  # then bulk again, at pass 0.5
     assert await db.fetchval(sql.GLOBAL_PASS) == 0.5
-    await db.execute(sql.CATCH_UP_IDLE_CLASSES, [0, 3], 0.5)
+    await db.execute(sql.CATCH_UP_IDLE_CLASSES, [0, 3])
     assert await db.fetchval(sql.GLOBAL_PASS) == 0.5
-    assert list(await db.fetchval(sql.CLASS_PASSES)) == [0.5, 0.25, 1.0, 0.5]
+    assert list(await db.fetchval(tick_sql.CLASS_PASSES)) == [0.5, 0.25, 1.0, 0.5]
 
 
 async def _commit_setting_after(db: asyncpg.Connection, statement: str, *arguments: Any) -> str:

@@ -42,6 +42,7 @@ from ..policy import (
     strides_of,
 )
 from . import _sql as sql
+from . import _sql_tick as tick_sql
 
 __all__ = ["LeaderOutcome", "QueueLeader"]
 
@@ -160,11 +161,11 @@ class QueueLeader:
                 now - self.since >= self._lease_seconds
                 and now - last_trouble >= self._lease_seconds
             ):
-                reaped = await conn.fetchval(sql.REAP_EXPIRED, self._lease_seconds)
+                reaped = await conn.fetchval(tick_sql.REAP_EXPIRED, self._lease_seconds)
             released = await self._release_idle(conn, settings, now, in_flight)
-            await conn.fetchval(sql.PAUSE_ORPHANS, now + PAUSE_RETENTION_SECONDS)
-            no_shows = await conn.fetchval(sql.EXPIRE_NO_SHOWS, now)
-            expired_paused = await conn.fetchval(sql.EXPIRE_PAUSED, now)
+            await conn.fetchval(tick_sql.PAUSE_ORPHANS, now + PAUSE_RETENTION_SECONDS)
+            no_shows = await conn.fetchval(tick_sql.EXPIRE_NO_SHOWS, now)
+            expired_paused = await conn.fetchval(tick_sql.EXPIRE_PAUSED, now)
             # The fleet-wide rows every admission and completion write (queue_state,
             # class_state) are written last, just before the commit: a row this
             # transaction updates stays locked until it ends, and the scans between
@@ -176,7 +177,7 @@ class QueueLeader:
                 await _promote_aged(conn, settings, now)
             if real >= self._next_round_cleanup:
                 self._next_round_cleanup = real + ROUND_CLEANUP_SECONDS
-                await conn.execute(sql.FORGET_OLD_ROUNDS)
+                await conn.execute(tick_sql.FORGET_OLD_ROUNDS)
             shape = self._shape
             if shape is None or not shape.reusable(real):
                 shape = counted = await _count_shape(conn, real)
@@ -188,8 +189,7 @@ class QueueLeader:
             # Every grant advances its class's row, so the catch-up is written last too
             # (and only where a pass changes); the ordering below applies it as read.
             if idle_classes:
-                global_pass = await conn.fetchval(sql.GLOBAL_PASS)
-                last_writes.append((sql.CATCH_UP_IDLE_CLASSES, (idle_classes, global_pass)))
+                last_writes.append((sql.CATCH_UP_IDLE_CLASSES, (idle_classes,)))
             await conn.execute(sql.UNBLOCK_YIELDERS)
             await conn.execute(sql.CANCEL_STALE_YIELDS)
             marked = await self._mark_waiters(
@@ -220,7 +220,7 @@ class QueueLeader:
         node may be streaming a response it could not report as activity.
         """
         rows = await conn.fetch(
-            sql.IDLE_SESSIONS,
+            tick_sql.IDLE_SESSIONS,
             now,
             min(TAIL_ONLY_HOLD_SECONDS, settings.idle_seconds),
             settings.idle_seconds,
@@ -248,8 +248,8 @@ class QueueLeader:
     ) -> int:
         """R-SESS-12: mark twice as many waiters as there are (soon) free slots, in the
         order of the fair queue: stride between classes, round-robin within a class."""
-        active_rows = await conn.fetch(sql.ACTIVE_FOR_ESTIMATE)
-        fleet_rate = await conn.fetchval(sql.FLEET_RATE, self._lease_seconds)
+        active_rows = await conn.fetch(tick_sql.ACTIVE_FOR_ESTIMATE)
+        fleet_rate = await conn.fetchval(tick_sql.FLEET_RATE, self._lease_seconds)
         rate = estimate_rate(fleet_rate, local_rate, settings.bandwidth)
         per_session = rate / max(1, len(active_rows))
         remaining = [_remaining(row) for row in active_rows]
@@ -269,8 +269,8 @@ class QueueLeader:
             soon_interactive=soon_interactive,
         )
         finishes = finish_table(remaining, per_session, now, settings.sessions)
-        await conn.execute(sql.CLEAR_MARKS)
-        last_writes.append((sql.STORE_ESTIMATES, (finishes, now, fleet_rate, budget.free)))
+        await conn.execute(tick_sql.CLEAR_MARKS)
+        last_writes.append((tick_sql.STORE_ESTIMATES, (finishes, now, fleet_rate, budget.free)))
         if not budget.free or not waiting:
             return 0
         active_by_principal = await _active_by_principal(conn)
@@ -281,7 +281,9 @@ class QueueLeader:
         heads: list[list[asyncpg.Record]] = []
         for rank in range(CLASS_COUNT):
             allowed = rank == 0 or budget.noninteractive > 0
-            heads.append(list(await conn.fetch(sql.HEADS_OF_CLASS, rank, fetch)) if allowed else [])
+            heads.append(
+                list(await conn.fetch(tick_sql.HEADS_OF_CLASS, rank, fetch)) if allowed else []
+            )
         passes = await _caught_up_passes(conn, idle_classes)
 
         def may_take(row: asyncpg.Record) -> bool:
@@ -315,7 +317,7 @@ class QueueLeader:
         )
         if head is None:
             return None
-        active = await conn.fetch(sql.ACTIVE_FOR_ESTIMATE)
+        active = await conn.fetch(tick_sql.ACTIVE_FOR_ESTIMATE)
         head_principal = head["principal"]
         head_active = active_by_principal.get(head_principal, 0)
         head_interactive = head["base_class"] == _INTERACTIVE_RANK
@@ -360,7 +362,7 @@ class QueueLeader:
     ) -> asyncpg.Record | None:
         """The first waiter in service order that may take a slot now."""
         heads = [
-            list(await conn.fetch(sql.HEADS_OF_CLASS, rank, 64)) for rank in range(CLASS_COUNT)
+            list(await conn.fetch(tick_sql.HEADS_OF_CLASS, rank, 64)) for rank in range(CLASS_COUNT)
         ]
         passes = await _caught_up_passes(conn, idle_classes)
         for _, row in service_order(heads, passes, strides_of(settings.weights)):
@@ -393,7 +395,7 @@ async def _contenders(
 
 async def _promote_aged(conn: asyncpg.Connection, settings: SchedulerSettings, now: float) -> None:
     """Aging, under every strategy: the due waiters move one class up (``promote_at``)."""
-    rows = await conn.fetch(sql.AGED_WAITERS, now)
+    rows = await conn.fetch(tick_sql.AGED_WAITERS, now)
     if not rows:
         return
     aging = settings.aging_minutes * 60.0
@@ -403,7 +405,7 @@ async def _promote_aged(conn: asyncpg.Connection, settings: SchedulerSettings, n
         for row in rows
     ]
     ordered = settings.strategy is Strategy.ORDERED
-    await conn.execute(sql.PROMOTE_AGED, keys, next_at, ordered)
+    await conn.execute(tick_sql.PROMOTE_AGED, keys, next_at, ordered)
 
 
 async def _caught_up_passes(conn: asyncpg.Connection, idle_classes: Sequence[int]) -> list[float]:
@@ -413,8 +415,9 @@ async def _caught_up_passes(conn: asyncpg.Connection, idle_classes: Sequence[int
     ``class_state`` row the tick has written), so its ordering applies it to what it
     reads: a class nobody waited in starts from the pass of the last grant.
     """
-    passes = [float(value) for value in await conn.fetchval(sql.CLASS_PASSES)]
-    return caught_up(passes, idle_classes, float(await conn.fetchval(sql.GLOBAL_PASS)))
+    row = await conn.fetchrow(tick_sql.PASSES_AND_GLOBAL)
+    passes = [float(value) for value in row["passes"]]
+    return caught_up(passes, idle_classes, float(row["global_pass"]))
 
 
 async def _count_shape(conn: asyncpg.Connection, real: float) -> QueueShape:

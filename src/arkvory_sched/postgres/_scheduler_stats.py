@@ -15,6 +15,7 @@ from ..policy import (
     estimate_rate,
 )
 from . import _sql as sql
+from . import _sql_tick as tick_sql
 from ._scheduler_answers import SchedulerAnswers
 from ._scheduler_state import (
     _ACTIVE,
@@ -36,7 +37,7 @@ class SchedulerStatsPart(SchedulerAnswers):
             async with self._acquire() as conn:
                 rows = await conn.fetch(sql.STATS)
                 counters = await conn.fetchrow(sql.COUNTERS)
-                remaining = await conn.fetch(sql.ACTIVE_FOR_ESTIMATE)
+                remaining = await conn.fetch(tick_sql.ACTIVE_FOR_ESTIMATE)
         except DATABASE_ERRORS as error:
             self._trouble(error)
             if self._last_stats is not None:
