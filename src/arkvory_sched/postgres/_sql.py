@@ -197,16 +197,18 @@ FROM download_session GROUP BY queue_rank
 # A class that had nobody waiting must not bank credit for the idle time (as in
 # memory): its pass catches up with the pass the last grant had (``global pass``).
 # Moving ``caught_up_to`` with it keeps the grant trigger (migration 0005) out of it.
-CATCH_UP_IDLE_CLASSES: Final = """
+# The pass the last grant had (the in-memory fair queue's ``global pass``).
+LAST_GRANT_PASS: Final = (
+    "coalesce((SELECT pass_at_grant FROM class_state ORDER BY granted_seq DESC LIMIT 1), 0)"
+)
+
+CATCH_UP_IDLE_CLASSES: Final = f"""
 UPDATE class_state AS c SET pass = g.pass, caught_up_to = g.pass
-FROM (SELECT coalesce((SELECT pass_at_grant FROM class_state
-                       ORDER BY granted_seq DESC LIMIT 1), 0) AS pass) AS g
+FROM (SELECT {LAST_GRANT_PASS} AS pass) AS g
 WHERE c.queue_rank = ANY($1::smallint[]) AND c.pass < g.pass
 """
 
-GLOBAL_PASS: Final = """
-SELECT coalesce((SELECT pass_at_grant FROM class_state ORDER BY granted_seq DESC LIMIT 1), 0)
-"""
+GLOBAL_PASS: Final = f"SELECT {LAST_GRANT_PASS}"
 
 STORE_SHAPE: Final = """
 UPDATE queue_state SET class_lengths = $1, waiting_bytes = $2, session_count = $3

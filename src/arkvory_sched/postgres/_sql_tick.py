@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Final
 
+from ._sql import LAST_GRANT_PASS
+
 # Dead holders: a lease is freed only after it expired AND its holder stopped beating
 # for a lease period (never before the TTL; a slow renew of a live node is not death).
 REAP_EXPIRED: Final = """
@@ -149,10 +151,8 @@ UPDATE queue_state SET finish_table = $1, finish_table_at = $2, fleet_rate = $3,
 CLASS_PASSES: Final = "SELECT array_agg(pass ORDER BY queue_rank) FROM class_state"
 
 # The passes and the pass of the last grant (``GLOBAL_PASS``) in one read.
-PASSES_AND_GLOBAL: Final = """
-SELECT array_agg(pass ORDER BY queue_rank) AS passes,
-       coalesce((SELECT pass_at_grant FROM class_state
-                  ORDER BY granted_seq DESC LIMIT 1), 0) AS global_pass
+PASSES_AND_GLOBAL: Final = f"""
+SELECT array_agg(pass ORDER BY queue_rank) AS passes, {LAST_GRANT_PASS} AS global_pass
 FROM class_state
 """
 
