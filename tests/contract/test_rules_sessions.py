@@ -150,10 +150,6 @@ def another_process(
     return another
 
 
-@diverges_on_postgres(
-    "#16: rangesPerSession is counted per process: 2 in flight on one instance and a 3rd "
-    "admitted on another (expected RANGES_PER_SESSION)"
-)
 async def test_ranges_per_session_hold_across_processes(
     make_scheduler: MakeScheduler,
     another_process: Callable[[DownloadScheduler, SchedulerSettings], Awaitable[DownloadScheduler]],

@@ -162,9 +162,6 @@ async def test_ranges_per_session_hold_for_one_session_spread_over_processes(
 ) -> None:
     chunk = 8 * MIB
     fleet = await processes(make_scheduler, 3, contract_settings(sessions=1, ranges_per_session=2))
-    if fleet[1] is not fleet[0]:
-        # Open: each process counts only its own ranges of a session (issue #16).
-        request.applymarker(pytest.mark.xfail(strict=True, reason="R-SESS-11 is still per process"))
     first = await admitted(fleet[0], download("ci", "dl-1", BIG, span(0, chunk)))
     grants = [(fleet[0], first)]
     refusals: list[Rejected] = []

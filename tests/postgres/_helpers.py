@@ -1,6 +1,13 @@
-"""What several PostgreSQL test modules build the same way: one large download's request."""
+"""What several PostgreSQL test modules build the same way: one large download's request,
+and a record of the statements sent."""
 
 from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from asyncpg.connection import Connection
 
 from arkvory_sched import ByteRange, DownloadRequest, PrincipalKind
 
@@ -20,3 +27,26 @@ def download(
         download_id=download_id,
         client_address="192.0.2.1",
     )
+
+
+@contextmanager
+def statements_sent() -> Iterator[list[str]]:
+    """Every query asyncpg connections send meanwhile (pooled ones included)."""
+    sent: list[str] = []
+    saved: dict[str, Callable[..., Any]] = {}
+    for name in ("execute", "fetch", "fetchrow", "fetchval"):
+        original = getattr(Connection, name)
+        saved[name] = original
+
+        def traced(
+            self: Connection, query: str, *args: Any, _original: Any = original, **kwargs: Any
+        ) -> Any:
+            sent.append(" ".join(query.split()))
+            return _original(self, query, *args, **kwargs)
+
+        setattr(Connection, name, traced)
+    try:
+        yield sent
+    finally:
+        for name, original in saved.items():
+            setattr(Connection, name, original)

@@ -8,14 +8,12 @@ newcomer), and count the statements a newcomer and a completing delivery send.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
 import asyncpg
 import pytest
-from asyncpg.connection import Connection
 
 from arkvory_sched import (
     Admitted,
@@ -32,7 +30,7 @@ from arkvory_sched.postgres import PostgresScheduler
 from arkvory_sched.postgres import _sql as sql
 from arkvory_sched.postgres import _sql_tick as tick_sql
 from arkvory_sched.postgres._leader import SHAPE_REUSE_WAITING
-from tests.postgres._helpers import SIZE, download
+from tests.postgres._helpers import SIZE, download, statements_sent
 
 pytestmark = pytest.mark.anyio
 
@@ -341,29 +339,6 @@ async def test_an_old_token_changes_nothing(db: asyncpg.Connection) -> None:
 
 
 # ----------------------------------------------------------------- statements per call
-@contextmanager
-def statements_sent() -> Iterator[list[str]]:
-    """Every query asyncpg connections send meanwhile (pooled ones included)."""
-    sent: list[str] = []
-    saved: dict[str, Callable[..., Any]] = {}
-    for name in ("execute", "fetch", "fetchrow", "fetchval"):
-        original = getattr(Connection, name)
-        saved[name] = original
-
-        def traced(
-            self: Connection, query: str, *args: Any, _original: Any = original, **kwargs: Any
-        ) -> Any:
-            sent.append(" ".join(query.split()))
-            return _original(self, query, *args, **kwargs)
-
-        setattr(Connection, name, traced)
-    try:
-        yield sent
-    finally:
-        for name, original in saved.items():
-            setattr(Connection, name, original)
-
-
 async def test_a_newcomer_and_its_completion_cost_one_statement_each(
     database_url: str, schema: str
 ) -> None:

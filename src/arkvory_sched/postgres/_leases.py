@@ -37,6 +37,12 @@ class Lease:
     ticket: str | None = None
     ticket_issued: float = 0.0
     yield_requested: bool = False  # preempted: yield at the next range (R-PREEMPT-2)
+    # R-SESS-11 across processes (ADR 0018): how many ranges of the session this process
+    # may run (its share in ``range_share``), whether another process holds or wants a
+    # share (then idle share goes back), and what a failed hand-back still owes.
+    share: int = 0
+    contended: bool = False
+    unreturned: int = 0
 
 
 class LeaseCache:
@@ -78,8 +84,14 @@ class LeaseCache:
         arrival_wall_ms: int,
         seconds_left: float,
         held: bool,
+        claimed: bool = False,
     ) -> Lease:
-        """Record a lease the database just confirmed with ``seconds_left`` to run."""
+        """Record a lease the database just confirmed with ``seconds_left`` to run.
+
+        ``claimed``: this process just claimed the slot, which gives it a share of one
+        range (the ``slot_range_shares`` trigger); a lease joined from another process
+        starts with none.
+        """
         lease = self._leases.get(key)
         if lease is None or lease.token != token:
             in_flight = lease.in_flight if lease is not None and lease.token == token else 0
@@ -93,6 +105,7 @@ class LeaseCache:
                 0.0,
                 held,
                 in_flight,
+                share=1 if claimed else 0,
             )
             self._leases[key] = lease
         lease.held = held
@@ -111,17 +124,30 @@ class LeaseCache:
         """Leases this process renews."""
         return [lease for lease in self._leases.values() if lease.held]
 
+    def idle_shares(self) -> list[Lease]:
+        """Leases whose unused range share should go back to the session's budget:
+        another process holds or waits for a share, or this process no longer renews
+        the lease, or an earlier hand-back failed."""
+        return [
+            lease
+            for lease in self._leases.values()
+            if lease.unreturned
+            or (lease.share > lease.in_flight and (lease.contended or not lease.held))
+        ]
+
     def in_flight_keys(self) -> list[bytes]:
         """Sessions with a response of this process in progress."""
         return [lease.key for lease in self._leases.values() if lease.in_flight]
 
     def drop_untrusted_idle(self) -> None:
-        """Forget leases no longer trusted and without responses in flight (bounded size)."""
+        """Forget leases no longer trusted, without responses in flight and without a
+        range share still to hand back (bounded size)."""
         now = self._now()
         stale = [
             key
             for key, lease in self._leases.items()
-            if lease.trusted_until <= now and not lease.in_flight
+            if lease.trusted_until <= now
+            and not (lease.in_flight or lease.share or lease.unreturned)
         ]
         for key in stale:
             del self._leases[key]

@@ -69,7 +69,11 @@ class SchedulerAdmission(SchedulerAnswers):
                         request.base_class or default_class(request.principal_kind),
                         request.requested_class,
                     )
-                return self._admit_range(lease, request.effective_range)
+                if lease.in_flight < lease.share and (
+                    lease.in_flight < self._settings.ranges_per_session
+                ):
+                    return self._grant_range(lease, request.effective_range)
+                return await self._admit_range(lease, request.effective_range)
         download_id = validated_download_id(request.download_id)
         base = request.base_class or default_class(request.principal_kind)
         cls = applied_class(base, request.requested_class)
@@ -90,10 +94,60 @@ class SchedulerAdmission(SchedulerAnswers):
             self._trouble(error)
             return self._reject(RejectReason.STORAGE_UNAVAILABLE, STORAGE_RETRY_AFTER, cls)
 
-    def _admit_range(self, lease: Lease, byte_range: ByteRange | None) -> Decision:
-        """A range of an active session: local bookkeeping only, no round trip."""
+    async def _admit_range(
+        self,
+        lease: Lease,
+        byte_range: ByteRange | None,
+        conn: asyncpg.Connection | None = None,
+    ) -> Decision:
+        """A range of an active session, within R-SESS-11 across the fleet (ADR 0018).
+
+        Within this process's share of the session's ranges, no round trip; beyond it,
+        one statement asks the database for one more range of the shared budget.
+        """
         if lease.in_flight >= self._settings.ranges_per_session:
             return self._reject(RejectReason.RANGES_PER_SESSION, 1, lease.download_class)
+        if lease.in_flight >= lease.share:
+            try:
+                if conn is None:
+                    async with self._kept_connection() as kept:
+                        widened = await self._widen_share(kept, lease)
+                else:
+                    widened = await self._widen_share(conn, lease)
+            except DATABASE_ERRORS as error:
+                self._trouble(error)
+                if lease.contended:
+                    return self._reject(
+                        RejectReason.STORAGE_UNAVAILABLE, STORAGE_RETRY_AFTER, lease.download_class
+                    )
+                # Serving the session alone, a trusted lease keeps serving through an
+                # outage (R-SET-4), within the limit but beyond the share the database
+                # knows; the share is not grown, so nothing is owed afterwards.
+                widened = True
+            if not widened:
+                return self._reject(RejectReason.RANGES_PER_SESSION, 1, lease.download_class)
+        return self._grant_range(lease, byte_range)
+
+    async def _widen_share(self, conn: asyncpg.Connection, lease: Lease) -> bool:
+        """One more range for this process's share; refused while the fleet runs the
+        session's limit (other processes then see this one waiting and hand back)."""
+        row = await conn.fetchrow(
+            sql.TAKE_RANGE,
+            lease.slot_no,
+            lease.token,
+            self._node,
+            self._settings.ranges_per_session,
+            self._lease_seconds,
+        )
+        lease.contended = bool(row["contended"])
+        if not row["granted"]:
+            lease.contended = True  # refused: hand back what is idle here too
+            return False
+        lease.share += 1
+        return True
+
+    def _grant_range(self, lease: Lease, byte_range: ByteRange | None) -> Admitted:
+        """A range within this process's share: local bookkeeping only, no round trip."""
         lease.in_flight += 1
         self._next_token += 1
         token = self._next_token
@@ -127,7 +181,7 @@ class SchedulerAdmission(SchedulerAnswers):
             if outcome == "admitted":
                 lease = self._remember_claim(key, row, row, now)
                 self._invalidate()
-                return self._admit_range(lease, request.effective_range)
+                return await self._admit_range(lease, request.effective_range, conn)
             if outcome == "queued":
                 return await self._queued(conn, key, cls, now, newcomer=row)
             if outcome == "raced":  # another process inserted it a moment ago
@@ -156,12 +210,12 @@ class SchedulerAdmission(SchedulerAnswers):
         if row["state"] == _PAUSED:
             lease = await self._resume(conn, key, row, now)
             if lease is not None:
-                return self._admit_range(lease, request.effective_range)
+                return await self._admit_range(lease, request.effective_range, conn)
         elif row["marked"] and await self._may_take_marked_slot(conn, row, now):
             lease = await self._claim(conn, key, row, now)
             if lease is not None:
                 self._invalidate()
-                return self._admit_range(lease, request.effective_range)
+                return await self._admit_range(lease, request.effective_range, conn)
         return await self._queued(conn, key, stored_class, now)
 
     async def _join_active(
@@ -192,7 +246,7 @@ class SchedulerAdmission(SchedulerAnswers):
                     seconds_left=left,
                     held=True,
                 )
-                return self._admit_range(lease, byte_range)
+                return await self._admit_range(lease, byte_range, conn)
         # The lease ran out and the reaper has not yet judged its holder: ask again soon.
         return self._reject(RejectReason.STORAGE_UNAVAILABLE, 1, cls)
 
@@ -381,6 +435,7 @@ class SchedulerAdmission(SchedulerAnswers):
             arrival_wall_ms=session["arrival_wall_ms"],
             seconds_left=claimed["lease_left"],
             held=True,
+            claimed=True,
         )
 
     async def _order_key(

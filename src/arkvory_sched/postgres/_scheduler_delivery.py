@@ -45,8 +45,14 @@ class SchedulerDelivery(SchedulerAnswers):
         else:
             sent = outcome.bytes_sent
         self._record_bytes(state, max(0, sent - state.progressed))
+        # R-SESS-11 across processes (ADR 0018): while another process holds or waits
+        # for a share of this session's ranges, the share this range used goes back.
+        give_back = max(0, lease.share - lease.in_flight) if lease.contended else 0
+        lease.share -= give_back
         try:
             async with self._kept_connection() as conn:
+                if give_back:
+                    await self._give_back_ranges(conn, [(lease, give_back)])
                 if counted is None:
                     await conn.execute(
                         sql.RECORD_INTERRUPTION, lease.key, lease.token, now, not lease.in_flight
@@ -61,6 +67,24 @@ class SchedulerDelivery(SchedulerAnswers):
             if counted is not None:
                 self._unrecorded.append((lease, counted, now))
         self._notify()
+
+    async def _give_back_ranges(
+        self, conn: asyncpg.Connection, shares: list[tuple[Lease, int]]
+    ) -> None:
+        """Hand unused range shares back to their sessions' budgets (already taken off
+        the leases here). A failed hand-back is owed and retried at the heartbeat; until
+        then the fleet runs fewer ranges of the session, never more."""
+        for lease, ranges in shares:
+            lease.unreturned += ranges
+        await conn.execute(
+            sql.GIVE_BACK_RANGES,
+            [lease.slot_no for lease, _ in shares],
+            [lease.token for lease, _ in shares],
+            [lease.unreturned for lease, _ in shares],
+            self._node,
+        )
+        for lease, _ in shares:
+            lease.unreturned = 0
 
     async def _record_late_deliveries(self, conn: asyncpg.Connection) -> None:
         """Write delivery records a database outage kept from ``report``, oldest first."""

@@ -147,6 +147,7 @@ class SchedulerFleet(SchedulerDelivery):
                 # A response still streaming is activity, wherever it streams from.
                 await conn.execute(sql.TOUCH_SESSIONS, in_flight, self._clock.monotonic())
             await self._renew_leases(conn)
+            await self._return_idle_shares(conn)
         if real >= self._next_settings_read:
             await self.refresh_settings()
         if self._signer is None and real >= self._next_key_read:
@@ -180,7 +181,22 @@ class SchedulerFleet(SchedulerDelivery):
                 lease.trusted_until = 0.0
             else:
                 lease.yield_requested = bool(row["yield_requested"])
+                lease.contended = bool(row["contended"])
                 self._leases.confirm(lease, row["lease_left"])
+
+    async def _return_idle_shares(self, conn: asyncpg.Connection) -> None:
+        """R-SESS-11 across processes (ADR 0018): range shares this process does not
+        use go back when another process holds or waits for one, or when this process
+        no longer renews the lease; a process serving a session alone keeps its share."""
+        idle = self._leases.idle_shares()
+        if not idle:
+            return
+        shares = []
+        for lease in idle:
+            unused = max(0, lease.share - lease.in_flight)
+            lease.share -= unused
+            shares.append((lease, unused))
+        await self._give_back_ranges(conn, shares)
 
     # ------------------------------------------------------------------ settings
     async def refresh_settings(self) -> bool:

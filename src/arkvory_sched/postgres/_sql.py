@@ -101,7 +101,10 @@ WHERE s.slot_no = held.slot_no AND s.lease_token = held.token AND s.holder_node 
 RETURNING s.slot_no, s.lease_token,
           extract(epoch FROM s.lease_expires_at - now())::float8 AS lease_left,
           (SELECT d.yield_requested FROM download_session AS d
-           WHERE d.session_key = s.session_key) AS yield_requested
+           WHERE d.session_key = s.session_key) AS yield_requested,
+          EXISTS (SELECT 1 FROM range_share AS r
+                  WHERE r.slot_no = s.slot_no AND r.lease_token = s.lease_token
+                    AND r.node_id <> $4) AS contended
 """
 
 RELEASE_SLOT: Final = """
@@ -375,4 +378,29 @@ COUNTERS: Final = """
 SELECT completed_total, no_shows_total, idle_releases_total, reaped_total, fleet_rate,
        finish_table, preemptions_total
 FROM queue_state
+"""
+
+# ------------------------------------------------------------------- range shares
+
+# R-SESS-11 across processes (migration 0006, ADR 0018): one more range for this
+# process's share of a session's lease, if the live processes' shares leave room.
+TAKE_RANGE: Final = """
+SELECT granted, contended FROM take_range($1, $2, $3, $4, $5)
+"""
+
+# Unused shares handed back, for several leases at once: a share that reaches nothing
+# is deleted, so a row of 0 keeps meaning "refused and waiting" (contention).
+GIVE_BACK_RANGES: Final = """
+WITH back AS (
+    SELECT * FROM unnest($1::int[], $2::bigint[], $3::int[]) AS b(slot_no, token, ranges)
+), gone AS (
+    DELETE FROM range_share AS r USING back
+    WHERE r.slot_no = back.slot_no AND r.lease_token = back.token AND r.node_id = $4
+      AND r.ranges <= back.ranges
+    RETURNING r.slot_no
+)
+UPDATE range_share AS r SET ranges = r.ranges - back.ranges
+FROM back
+WHERE r.slot_no = back.slot_no AND r.lease_token = back.token AND r.node_id = $4
+  AND r.ranges > back.ranges
 """
