@@ -75,7 +75,7 @@ from ._retry_after import (
     parse_retry_after,
     parse_starts_at,
 )
-from ._session import DEFAULT_CHUNK_SIZE
+from ._steps import DEFAULT_CHUNK_SIZE
 from ._sync import Client
 from ._windows import TimeSpec, Window, parse_time, resolve_window
 

@@ -22,7 +22,8 @@ from ._events import DownloadResult, DownloadState, Event, new_download_id
 from ._exceptions import InvalidRequestError, InvalidResponseError
 from ._files import PartFile
 from ._policy import Failure, RandomSource, RetryPolicy
-from ._session import DownloadSession, Request
+from ._session import DownloadSession
+from ._steps import Request
 from ._windows import TimeSpec, Window, resolve_window, utc_from_timestamp
 
 __all__ = [

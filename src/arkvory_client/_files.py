@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import BinaryIO, Final
 
 from ._events import DownloadState
-from ._session import BodyPlan
+from ._steps import BodyPlan
 
 __all__ = ["PART_SUFFIX", "PartFile", "part_path", "resume_offset"]
 

@@ -31,7 +31,7 @@ from ._driver import (
 from ._events import DownloadResult, DownloadState, Event
 from ._exceptions import DownloadCancelledError, ObjectChangedError
 from ._policy import RandomSource, RetryPolicy
-from ._session import DEFAULT_CHUNK_SIZE, PROBLEM_BODY_LIMIT, Finished, ReadProblem, Request, Wait
+from ._steps import DEFAULT_CHUNK_SIZE, PROBLEM_BODY_LIMIT, Finished, ReadProblem, Request, Wait
 from ._windows import TimeSpec
 
 __all__ = ["Client"]

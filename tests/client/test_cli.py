@@ -22,7 +22,8 @@ from typing import Any
 import httpx
 import pytest
 
-from arkvory_client._cli import EXIT_DEADLINE, EXIT_INTERRUPTED, EXIT_USAGE, main
+from arkvory_client._cli import main
+from arkvory_client._cli_parser import EXIT_DEADLINE, EXIT_INTERRUPTED, EXIT_USAGE
 
 from ._support import (
     URL,

@@ -15,7 +15,7 @@ import pytest
 from rich.console import Console
 
 from arkvory_client import Completed, Progress, Queued, Retrying, Started
-from arkvory_client._cli import output_name, parse_duration
+from arkvory_client._cli_parser import output_name, parse_duration
 from arkvory_client._render import (
     PlainDisplay,
     clock_time,

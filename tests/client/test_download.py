@@ -41,7 +41,7 @@ from arkvory_client import (
     part_path,
 )
 from arkvory_client._files import PartFile
-from arkvory_client._session import BodyPlan
+from arkvory_client._steps import BodyPlan
 
 from ._support import (
     KINDS,

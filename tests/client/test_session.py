@@ -28,16 +28,9 @@ from arkvory_client import (
     Window,
 )
 from arkvory_client._policy import Failure
-from arkvory_client._session import (
-    FINISHED,
-    READ_PROBLEM,
-    BodyPlan,
-    ContentRange,
-    DownloadSession,
-    Request,
-    Wait,
-    parse_content_range,
-)
+from arkvory_client._range_answers import ContentRange, parse_content_range
+from arkvory_client._session import DownloadSession
+from arkvory_client._steps import FINISHED, READ_PROBLEM, BodyPlan, Request, Wait
 
 WALL = 1_780_000_000.0
 MONO = 50.0

@@ -2,7 +2,10 @@
 
 A store, the ASGI adapter or the observability endpoints may use the shared top-level
 modules and another sub-package's public names, never another sub-package's private
-modules: otherwise the grouping says nothing true about what depends on what.
+modules: otherwise the grouping says nothing true about what depends on what. And no
+module of either package in ``src/``, the scheduler's or the client's, grows past
+:data:`MAX_MODULE_LINES`: a module that long holds more than one thing, and is split by
+purpose instead.
 """
 
 from __future__ import annotations
@@ -13,10 +16,13 @@ from pathlib import Path
 
 import pytest
 
+import arkvory_client
 import arkvory_sched
 
 PACKAGE_ROOT = Path(arkvory_sched.__file__).parent
+CLIENT_ROOT = Path(arkvory_client.__file__).parent
 SUB_PACKAGES = ("asgi", "demo", "memory", "observability", "policy", "postgres")
+MAX_MODULE_LINES = 500
 
 
 def _package_of(module: str) -> str:
@@ -77,3 +83,21 @@ def test_the_flat_modules_left_at_the_top_are_the_shared_ones() -> None:
     top = {p.stem for p in PACKAGE_ROOT.glob("_*.py")} - {"__init__"}
     for moved in ("_core", "_memory", "_middleware", "_metrics", "_readiness", "_ranges"):
         assert moved not in top
+
+
+def _all_modules() -> list[Path]:
+    """Every Python module of both packages in ``src/``."""
+    return sorted(path for root in (PACKAGE_ROOT, CLIENT_ROOT) for path in root.rglob("*.py"))
+
+
+def test_the_size_check_sees_both_packages() -> None:
+    names = {path.relative_to(PACKAGE_ROOT.parent).parts[0] for path in _all_modules()}
+    assert names == {"arkvory_sched", "arkvory_client"}
+
+
+@pytest.mark.parametrize(
+    "path", _all_modules(), ids=lambda p: str(p.relative_to(PACKAGE_ROOT.parent))
+)
+def test_no_module_is_over_the_size_limit(path: Path) -> None:
+    lines = len(path.read_text(encoding="utf-8").splitlines())
+    assert lines <= MAX_MODULE_LINES, f"{path.name} has {lines} lines; split it by purpose"
