@@ -245,7 +245,7 @@ class SchedulerFleet(SchedulerDelivery):
         rows = await conn.fetch(sql.WAITING_FOR_REKEY)
         vts = {
             row["queue_rank"]: row["virtual_time"]
-            for row in await conn.fetch("SELECT queue_rank, virtual_time FROM class_state")
+            for row in await conn.fetch(sql.CLASS_VIRTUAL_TIMES)
         }
         rounds: dict[tuple[int, str], int] = {}
         keys: list[bytes] = []
@@ -264,10 +264,9 @@ class SchedulerFleet(SchedulerDelivery):
                 order.append(float(vts.get(row["queue_rank"], 0) + rounds[turn]))
         async with conn.transaction():
             await conn.execute(sql.REKEY_WAITING, keys, order)
-            await conn.execute("DELETE FROM principal_round")
+            await conn.execute(sql.FORGET_ALL_ROUNDS)
             if rounds:
                 await conn.executemany(
-                    "INSERT INTO principal_round (queue_rank, principal, last_tag) "
-                    "VALUES ($1, $2, $3)",
+                    sql.INSERT_ROUND,
                     [(rank, who, vts.get(rank, 0) + n) for (rank, who), n in rounds.items()],
                 )
