@@ -1,5 +1,5 @@
 -- R-SESS-11 across processes: at most rangesPerSession responses of one session run at
--- once, however many processes behind a load balancer serve them (ADR 0018).
+-- once, however many processes behind a load balancer serve them (ADR 0019).
 --
 -- Each process serving a session holds a share of the session's range budget; a range
 -- runs only within its process's share, so the shares' sum bounds the session. The

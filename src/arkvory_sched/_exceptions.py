@@ -15,7 +15,9 @@ storage they belong to; only users of the PostgreSQL implementation meet them.
 Nothing else leaves the package through its public API. The text parsers' own
 ``UnparsableError`` (a ``ValueError``, in ``_settings_parsing``) is turned into a
 :class:`ConfigurationError` by ``SchedulerSettings.from_env``. A closed scheduler raises
-nothing: it answers ``503`` busy (R-RES-4).
+nothing: it answers ``503`` busy (R-RES-4). A broken or missing statement file of the
+PostgreSQL store makes importing it fail with ``StatementError``
+(``postgres._statements``): a defect of the installation, not an error to handle.
 """
 
 from __future__ import annotations

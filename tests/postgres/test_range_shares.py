@@ -1,4 +1,4 @@
-"""R-SESS-11 across processes: the shares of a session's ranges (migration 0006, ADR 0018).
+"""R-SESS-11 across processes: the shares of a session's ranges (migration 0006, ADR 0019).
 
 The contract suite checks the rule through the port on both stores; these tests pin down
 what only the shared store has: what a process serving a session alone pays (nothing per

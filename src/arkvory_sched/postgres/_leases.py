@@ -37,7 +37,7 @@ class Lease:
     ticket: str | None = None
     ticket_issued: float = 0.0
     yield_requested: bool = False  # preempted: yield at the next range (R-PREEMPT-2)
-    # R-SESS-11 across processes (ADR 0018): how many ranges of the session this process
+    # R-SESS-11 across processes (ADR 0019): how many ranges of the session this process
     # may run (its share in ``range_share``), whether another process holds or wants a
     # share (then idle share goes back), and what a failed hand-back still owes.
     share: int = 0

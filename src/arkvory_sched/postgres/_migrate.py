@@ -32,6 +32,8 @@ from typing import Final
 import asyncpg
 
 from .._exceptions import ArkvoryError, SettingsError
+from . import _sql as sql
+from ._statements import quote_literal
 
 __all__ = [
     "DEFAULT_SCHEMA",
@@ -182,12 +184,11 @@ async def pending_migrations(
 
 
 async def _applied_versions(connection: asyncpg.Connection, schema: str) -> set[str]:
-    exists = await connection.fetchval(
-        "SELECT to_regclass($1) IS NOT NULL", f"{quote_schema(schema)}.schema_migration"
-    )
+    quoted = quote_schema(schema)
+    exists = await connection.fetchval(sql.MIGRATION_TABLE_EXISTS, f"{quoted}.schema_migration")
     if not exists:
         return set()
-    rows = await connection.fetch(f"SELECT version FROM {quote_schema(schema)}.schema_migration")
+    rows = await connection.fetch(sql.APPLIED_MIGRATIONS.fill(schema=quoted))
     return {str(row["version"]) for row in rows}
 
 
@@ -200,19 +201,13 @@ async def _apply(
     quoted = quote_schema(schema)
     lock = _lock_key(schema)
     async with connection.transaction():
-        await connection.execute("SELECT pg_advisory_xact_lock($1)", lock)
-        exists = await connection.fetchval(
-            "SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)", schema
-        )
+        await connection.execute(sql.LOCK_MIGRATIONS, lock)
+        exists = await connection.fetchval(sql.SCHEMA_EXISTS, schema)
         if not exists:
-            await connection.execute(f"CREATE SCHEMA {quoted}")
-            comment = _SCHEMA_COMMENT.format(schema=schema).replace("'", "''")
-            await connection.execute(f"COMMENT ON SCHEMA {quoted} IS '{comment}'")
-        await connection.execute(
-            f"CREATE TABLE IF NOT EXISTS {quoted}.schema_migration ("
-            " version text PRIMARY KEY,"
-            " applied_at timestamptz NOT NULL DEFAULT now())"
-        )
+            await connection.execute(sql.CREATE_SCHEMA.fill(schema=quoted))
+            comment = quote_literal(_SCHEMA_COMMENT.format(schema=schema))
+            await connection.execute(sql.COMMENT_ON_SCHEMA.fill(schema=quoted, comment=comment))
+        await connection.execute(sql.CREATE_MIGRATION_TABLE.fill(schema=quoted))
         applied = await _applied_versions(connection, schema)
 
     done: list[str] = []
@@ -220,23 +215,19 @@ async def _apply(
         if migration.version in applied:
             continue
         async with connection.transaction():
-            await connection.execute("SELECT pg_advisory_xact_lock($1)", lock)
+            await connection.execute(sql.LOCK_MIGRATIONS, lock)
             # Another runner may have applied it while this one waited for the lock.
             again = await connection.fetchval(
-                f"SELECT EXISTS (SELECT 1 FROM {quoted}.schema_migration WHERE version = $1)",
-                migration.version,
+                sql.MIGRATION_APPLIED.fill(schema=quoted), migration.version
             )
             if again:
                 continue
-            await connection.execute(f"SET LOCAL search_path TO {quoted}")
+            await connection.execute(sql.MIGRATE_IN_SCHEMA.fill(schema=quoted))
             try:
                 await connection.execute(migration.sql)
             except asyncpg.PostgresError as error:
                 raise MigrationError(migration.version, str(error)) from error
-            await connection.execute(
-                f"INSERT INTO {quoted}.schema_migration (version) VALUES ($1)",
-                migration.version,
-            )
+            await connection.execute(sql.RECORD_MIGRATION.fill(schema=quoted), migration.version)
         done.append(migration.version)
         if on_applied is not None:
             on_applied(migration.version)

@@ -24,12 +24,14 @@ from typing import Any, Final
 
 import asyncpg
 
+from . import _sql as sql
+
 __all__ = ["ARRAY_TYPES", "KeptConnections", "create_pool", "open_all", "warm_connection"]
 
-# The array types the scheduler's statements bind or read (see _sql and migrations/).
+# The array types the scheduler's statements bind or read (see sql/ and migrations/).
 # Core scalar types have built-in codecs; arrays of them are introspected per connection.
+# ``LEARN_ARRAY_CODECS`` (sql/pool.sql) names each of them; a unit test keeps the two equal.
 ARRAY_TYPES: Final = ("int2", "int4", "int8", "float8", "bool", "bytea", "text")
-_LEARN_ARRAY_CODECS: Final = "SELECT " + ", ".join(f"NULL::{name}[]" for name in ARRAY_TYPES)
 
 
 async def warm_connection(conn: asyncpg.Connection) -> None:
@@ -37,14 +39,14 @@ async def warm_connection(conn: asyncpg.Connection) -> None:
 
     Uses only built-in types, so it works before the schema is migrated.
     """
-    await conn.fetchrow(_LEARN_ARRAY_CODECS)
+    await conn.fetchrow(sql.LEARN_ARRAY_CODECS)
 
 
 async def light_reset(conn: asyncpg.Connection) -> None:
     """What a returned connection needs: no open transaction. The scheduler sets no
     session state, so asyncpg's full reset (a round trip per release) is not needed."""
     if conn.is_in_transaction():
-        await conn.execute("ROLLBACK")
+        await conn.execute(sql.ROLLBACK)
 
 
 async def create_pool(dsn: str, *, schema: str, size: int) -> asyncpg.Pool:

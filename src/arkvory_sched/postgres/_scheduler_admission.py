@@ -100,7 +100,7 @@ class SchedulerAdmission(SchedulerAnswers):
         byte_range: ByteRange | None,
         conn: asyncpg.Connection | None = None,
     ) -> Decision:
-        """A range of an active session, within R-SESS-11 across the fleet (ADR 0018).
+        """A range of an active session, within R-SESS-11 across the fleet (ADR 0019).
 
         Within this process's share of the session's ranges, no round trip; beyond it,
         one statement asks the database for one more range of the shared budget.

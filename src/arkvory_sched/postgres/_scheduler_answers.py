@@ -120,9 +120,7 @@ class SchedulerAnswers(SchedulerState):
         if stored is not None:
             arrival_ms = stored["arrival_wall_ms"]
         else:
-            arrival_ms = await conn.fetchval(
-                "SELECT arrival_wall_ms FROM download_session WHERE session_key = $1", key
-            )
+            arrival_ms = await conn.fetchval(sql.SESSION_ARRIVAL, key)
         if arrival_ms is None:
             return None
         return self._signer.issue(key, arrival_ms, max(int(self._clock.wall() * 1000), arrival_ms))

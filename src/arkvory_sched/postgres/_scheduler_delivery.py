@@ -45,7 +45,7 @@ class SchedulerDelivery(SchedulerAnswers):
         else:
             sent = outcome.bytes_sent
         self._record_bytes(state, max(0, sent - state.progressed))
-        # R-SESS-11 across processes (ADR 0018): while another process holds or waits
+        # R-SESS-11 across processes (ADR 0019): while another process holds or waits
         # for a share of this session's ranges, the share this range used goes back.
         give_back = max(0, lease.share - lease.in_flight) if lease.contended else 0
         lease.share -= give_back

@@ -185,7 +185,7 @@ class SchedulerFleet(SchedulerDelivery):
                 self._leases.confirm(lease, row["lease_left"])
 
     async def _return_idle_shares(self, conn: asyncpg.Connection) -> None:
-        """R-SESS-11 across processes (ADR 0018): range shares this process does not
+        """R-SESS-11 across processes (ADR 0019): range shares this process does not
         use go back when another process holds or waits for one, or when this process
         no longer renews the lease; a process serving a session alone keeps its share."""
         idle = self._leases.idle_shares()
@@ -261,7 +261,7 @@ class SchedulerFleet(SchedulerDelivery):
         rows = await conn.fetch(sql.WAITING_FOR_REKEY)
         vts = {
             row["queue_rank"]: row["virtual_time"]
-            for row in await conn.fetch("SELECT queue_rank, virtual_time FROM class_state")
+            for row in await conn.fetch(sql.CLASS_VIRTUAL_TIMES)
         }
         rounds: dict[tuple[int, str], int] = {}
         keys: list[bytes] = []
@@ -280,10 +280,9 @@ class SchedulerFleet(SchedulerDelivery):
                 order.append(float(vts.get(row["queue_rank"], 0) + rounds[turn]))
         async with conn.transaction():
             await conn.execute(sql.REKEY_WAITING, keys, order)
-            await conn.execute("DELETE FROM principal_round")
+            await conn.execute(sql.FORGET_ALL_ROUNDS)
             if rounds:
                 await conn.executemany(
-                    "INSERT INTO principal_round (queue_rank, principal, last_tag) "
-                    "VALUES ($1, $2, $3)",
+                    sql.INSERT_ROUND,
                     [(rank, who, vts.get(rank, 0) + n) for (rank, who), n in rounds.items()],
                 )

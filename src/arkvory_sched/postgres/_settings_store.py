@@ -28,6 +28,7 @@ from typing import Any, Final
 
 from .._exceptions import ArkvoryError, SettingsError
 from .._settings import OPERATOR_FIELDS, SchedulerSettings
+from . import _sql as sql
 from ._db import Queryable
 from ._migrate import DEFAULT_SCHEMA, quote_schema
 
@@ -90,7 +91,11 @@ class SettingsStore:
     ) -> None:
         self._database = database
         self._environment = environment
-        self._table = f"{quote_schema(schema)}.download_settings"
+        quoted = quote_schema(schema)
+        self._table = f"{quoted}.download_settings"
+        self._read = sql.READ_SETTINGS.fill(schema=quoted)
+        self._save = sql.SAVE_SETTINGS.fill(schema=quoted)
+        self._revision = sql.SETTINGS_REVISION.fill(schema=quoted)
 
     @property
     def environment(self) -> SchedulerSettings:
@@ -99,9 +104,7 @@ class SettingsStore:
 
     async def read(self) -> StoredSettings:
         """The record as saved now."""
-        row = await self._database.fetchrow(
-            f"SELECT revision, fields::text AS fields, updated_by, updated_at FROM {self._table}"
-        )
+        row = await self._database.fetchrow(self._read)
         if row is None:
             raise ArkvoryError(
                 f"{self._table} has no settings row; run `arkvory-sched migrate` on this schema"
@@ -121,17 +124,13 @@ class SettingsStore:
         """
         checked = validate_fields(self._environment, fields)
         row = await self._database.fetchrow(
-            f"UPDATE {self._table} "
-            "SET revision = revision + 1, fields = $1::jsonb, updated_by = $2, "
-            "updated_at = now() "
-            "WHERE revision = $3 "
-            "RETURNING revision, fields::text AS fields, updated_by, updated_at",
+            self._save,
             json.dumps(checked),
             updated_by,
             expected_revision,
         )
         if row is None:
-            current = await self._database.fetchval(f"SELECT revision FROM {self._table}")
+            current = await self._database.fetchval(self._revision)
             if current is None:
                 raise ArkvoryError(
                     f"{self._table} has no settings row; run `arkvory-sched migrate` on this schema"

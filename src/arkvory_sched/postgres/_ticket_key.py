@@ -14,6 +14,7 @@ from __future__ import annotations
 import secrets
 from typing import Final
 
+from . import _sql as sql
 from ._db import Queryable
 from ._migrate import DEFAULT_SCHEMA, quote_schema
 
@@ -33,12 +34,11 @@ async def ensure_ticket_key(database: Queryable, schema: str = DEFAULT_SCHEMA) -
     pool or on a connection outside a ``REPEATABLE READ`` transaction, for the same
     reason.
     """
-    table = f"{quote_schema(schema)}.arkvory_download_ticket_key"
+    quoted = quote_schema(schema)
     await database.execute(
-        f"INSERT INTO {table} (key) VALUES ($1) ON CONFLICT (id) DO NOTHING",
-        secrets.token_bytes(TICKET_KEY_BYTES),
+        sql.CREATE_TICKET_KEY.fill(schema=quoted), secrets.token_bytes(TICKET_KEY_BYTES)
     )
-    key = await database.fetchval(f"SELECT key FROM {table}")
+    key = await database.fetchval(sql.READ_TICKET_KEY.fill(schema=quoted))
     if key is None:  # only if someone deleted the row between the two statements
         return await ensure_ticket_key(database, schema)
     return bytes(key)
@@ -50,6 +50,5 @@ async def read_ticket_key(database: Queryable, schema: str = DEFAULT_SCHEMA) -> 
     Gateways use this rather than :func:`ensure_ticket_key` so that a gateway started
     before any writer does not pick a key the writer would then have to accept.
     """
-    table = f"{quote_schema(schema)}.arkvory_download_ticket_key"
-    key = await database.fetchval(f"SELECT key FROM {table}")
+    key = await database.fetchval(sql.READ_TICKET_KEY.fill(schema=quote_schema(schema)))
     return None if key is None else bytes(key)

@@ -1,0 +1,55 @@
+-- Preemption (R-PREEMPT-1, R-PREEMPT-2): who may be asked to yield its slot, and how a
+-- yielder waits again.
+
+-- name: unblock_yielders
+-- R-PREEMPT-2: a yielder waits behind the head it yielded to only while that head waits.
+UPDATE download_session AS w SET blocked_by = NULL
+WHERE w.state = 0 AND w.blocked_by IS NOT NULL
+  AND NOT EXISTS (SELECT 1 FROM download_session AS h
+                  WHERE h.session_key = w.blocked_by AND h.state = 0)
+
+-- name: cancel_stale_yields
+-- A yield no longer needed: its head is gone or got a slot another way.
+UPDATE download_session AS v SET yield_requested = false, blocked_by = NULL
+WHERE v.state = 1 AND v.yield_requested
+  AND NOT EXISTS (SELECT 1 FROM download_session AS h
+                  WHERE h.session_key = v.blocked_by AND h.state = 0)
+
+-- name: pending_yield
+SELECT EXISTS (SELECT 1 FROM download_session WHERE state = 1 AND yield_requested)
+
+-- name: preemption_candidates
+-- Every active session: the policy's `choose_victim` decides who may yield.
+SELECT d.session_key, d.principal, d.base_class, d.slot_since, d.has_id, d.yield_requested
+FROM download_slot AS s JOIN download_session AS d ON d.session_key = s.session_key
+
+-- name: request_yield
+WITH asked AS (
+    UPDATE download_session SET yield_requested = true, blocked_by = $2
+    WHERE session_key = $1 AND state = 1 AND NOT yield_requested
+    RETURNING 1
+)
+UPDATE queue_state SET preemptions_total = preemptions_total + (SELECT count(*) FROM asked)
+
+-- name: requeue_yielder
+-- The yielder waits again with its arrival but without its aging (R-PREEMPT-2), and the
+-- head it yielded to is marked at once so that it takes the slot on its next poll.
+WITH yielder AS (
+    UPDATE download_session
+    SET state = 0, yield_requested = false, queue_rank = base_class, order_key = $2,
+        aging_since = $3, promote_at = $4, waiting_since = $3, check_at = $5, no_show_at = $6,
+        marked = false, mark_backup = false, first_estimate = NULL, first_estimate_at = NULL
+    WHERE session_key = $1 AND state = 1
+    RETURNING blocked_by
+)
+UPDATE download_session AS h SET marked = true, mark_backup = false
+FROM yielder WHERE h.session_key = yielder.blocked_by AND h.state = 0
+
+-- name: active_by_principal
+SELECT d.principal, count(*) FROM download_slot AS s
+JOIN download_session AS d ON d.session_key = s.session_key
+GROUP BY d.principal
+
+-- name: under_share_waiting
+SELECT EXISTS (SELECT 1 FROM download_session
+               WHERE state = 0 AND NOT (principal = ANY($1::text[])))

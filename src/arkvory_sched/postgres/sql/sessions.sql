@@ -1,0 +1,91 @@
+-- One session's rows: its admission steps, its answers and the records of its ranges.
+--
+-- A session is `download_session` (one row per session key) and, while it is
+-- active, the `download_slot` row that names it. Queue times are fleet seconds
+-- passed in by the caller.
+
+-- name: session_with_lease
+SELECT d.state, d.marked, d.mark_backup, d.base_class, d.queue_rank, d.arrival,
+       d.arrival_wall_ms, d.object_size, d.principal, d.yield_requested,
+       s.slot_no, s.lease_token,
+       extract(epoch FROM s.lease_expires_at - now())::float8 AS lease_left
+FROM download_session AS d
+LEFT JOIN download_slot AS s ON s.session_key = d.session_key
+WHERE d.session_key = $1
+
+-- name: session_arrival
+-- The arrival a session's ticket carries, for an answer that has no stored row at hand.
+SELECT arrival_wall_ms FROM download_session WHERE session_key = $1
+
+-- name: others_waiting
+SELECT EXISTS (SELECT 1 FROM download_session WHERE state = 0 AND session_key <> $1)
+
+-- name: next_tag
+-- The round-robin turn of a principal's next waiter in a class: k rounds after the
+-- current one for its k-th waiter; an old arrival (ticket, pause) re-enters the
+-- current round and is ordered by its arrival within it.
+INSERT INTO principal_round AS p (queue_rank, principal, last_tag)
+VALUES ($1, $2, (SELECT virtual_time FROM class_state WHERE queue_rank = $1) + 1)
+ON CONFLICT (queue_rank, principal) DO UPDATE
+SET last_tag = CASE WHEN $3
+    THEN greatest(p.last_tag, (SELECT virtual_time FROM class_state WHERE queue_rank = $1) + 1)
+    ELSE greatest(p.last_tag, (SELECT virtual_time FROM class_state WHERE queue_rank = $1)) + 1
+END
+RETURNING CASE WHEN $3
+    THEN (SELECT virtual_time FROM class_state WHERE queue_rank = $1) + 1
+    ELSE last_tag END
+
+-- name: insert_session
+-- The row a newcomer gets (admit_session inserts it; benchmarks fill queues with it).
+INSERT INTO download_session (
+    session_key, principal, base_class, queue_rank, has_id, object_size, state,
+    arrival, arrival_wall_ms, order_key, aging_since, promote_at, waiting_since,
+    check_at, no_show_at, last_activity)
+VALUES ($1, $2, $3, $3, $4, $5, 0, $6, $7, $8, $9, $10, $9, $11, $12, $9)
+ON CONFLICT (session_key) DO NOTHING
+RETURNING seq
+
+-- name: resume_paused
+UPDATE download_session
+SET state = 0, queue_rank = base_class, order_key = $2, aging_since = $3, promote_at = $4,
+    waiting_since = $3, check_at = $5, no_show_at = $6, marked = false, mark_backup = false,
+    paused_until = NULL, first_estimate = NULL, first_estimate_at = NULL
+WHERE session_key = $1 AND state = 2
+
+-- name: position
+-- Everything a queued answer needs, in one round trip: the waiters ahead in the
+-- session's own class (an index range), and the class lengths for the stride estimate.
+SELECT d.queue_rank, d.marked,
+       (SELECT count(*) FROM download_session AS w
+        WHERE w.state = 0 AND w.queue_rank = d.queue_rank
+          AND (w.order_key, w.arrival, w.seq) < (d.order_key, d.arrival, d.seq)) AS own_ahead,
+       d.first_estimate
+FROM download_session AS d
+WHERE d.session_key = $1 AND d.state = 0
+
+-- name: record_check
+UPDATE download_session
+SET check_at = $2, no_show_at = $3, first_estimate = coalesce(first_estimate, $4),
+    first_estimate_at = CASE WHEN first_estimate IS NULL THEN $5 ELSE first_estimate_at END
+WHERE session_key = $1 AND state = 0
+
+-- name: record_delivery
+-- Delivery of one range, fenced: nothing changes unless the lease named by the grant is
+-- still the session's. The start of the download is decided as in memory (R-SESS-8).
+-- When that makes the session complete and no other range of it is in flight, the same
+-- statement releases the slot (fenced), deletes the session and counts the completion
+-- (migration 0003, ADR 0011). Answers 'fenced', 'recorded' or 'completed'.
+SELECT record_delivery($1, $2, $3, $4, $5, $6, $7, $8, $9)
+
+-- name: record_interruption
+UPDATE download_session AS d
+SET last_activity = $3, interrupted = d.interrupted OR $4
+FROM download_slot AS s
+WHERE d.session_key = $1 AND s.session_key = $1 AND s.lease_token = $2
+
+-- name: note_release
+UPDATE queue_state SET last_release = $1
+
+-- name: touch_sessions
+UPDATE download_session SET last_activity = greatest(last_activity, $2)
+WHERE session_key = ANY($1::bytea[]) AND state = 1

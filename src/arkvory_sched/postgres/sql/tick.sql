@@ -1,0 +1,152 @@
+-- The leader's tick: reaping, idle release, expiry, aging, marks.
+--
+-- Only the leader runs these, inside the transaction that confirm_leadership opened.
+
+-- name: reap_expired
+-- Dead holders: a lease is freed only after it expired AND its holder stopped beating
+-- for a lease period (never before the TTL; a slow renew of a live node is not death).
+WITH dead AS (
+    SELECT s.slot_no FROM download_slot AS s
+    LEFT JOIN fleet_node AS n ON n.node_id = s.holder_node
+    WHERE s.session_key IS NOT NULL AND s.lease_expires_at < now()
+      AND (n.node_id IS NULL OR n.heartbeat_at < now() - make_interval(secs => $1))
+    FOR UPDATE OF s SKIP LOCKED
+), freed AS (
+    UPDATE download_slot AS s
+    SET session_key = NULL, holder_node = NULL, lease_expires_at = NULL, claimed_at = NULL
+    FROM dead WHERE s.slot_no = dead.slot_no
+    RETURNING 1
+)
+SELECT count(*) FROM freed
+
+-- name: pause_orphans
+-- Reaped/idle sessions keep their arrival and delivered ranges for ten minutes.
+WITH orphans AS (
+    UPDATE download_session AS d
+    SET state = 2, paused_until = $1, marked = false
+    WHERE d.state = 1
+      AND NOT EXISTS (SELECT 1 FROM download_slot AS s WHERE s.session_key = d.session_key)
+    RETURNING 1
+)
+SELECT count(*) FROM orphans
+
+-- name: idle_sessions
+SELECT d.session_key, s.slot_no, s.lease_token
+FROM download_session AS d
+JOIN download_slot AS s ON s.session_key = d.session_key
+LEFT JOIN fleet_node AS n ON n.node_id = s.holder_node
+WHERE d.state = 1
+  AND d.last_activity < $1::float8 - CASE WHEN d.start_offset IS NULL OR d.interrupted
+                                          THEN $2::float8 ELSE $3::float8 END
+  AND NOT (d.session_key = ANY($4::bytea[]))
+  AND (s.holder_node = $5 OR n.heartbeat_at >= now() - make_interval(secs => $6::float8))
+
+-- fragment: count_gone
+-- Sessions the leader deletes (the rows of `gone`) leave the counts the bounds are
+-- checked against (R-RES-1) through the leader's own rows (`principal_expired`,
+-- `queue_expired`, migration 0004): admissions never wait for a tick's locks on them.
+, by_principal AS (
+    INSERT INTO principal_expired AS e (principal, sessions)
+    SELECT principal, count(*) FROM gone GROUP BY principal
+    ON CONFLICT (principal) DO UPDATE SET sessions = e.sessions + excluded.sessions
+), total AS (
+    UPDATE queue_expired SET sessions = sessions + (SELECT count(*) FROM gone)
+    WHERE EXISTS (SELECT 1 FROM gone)
+)
+SELECT count(*) FROM gone
+
+-- name: expire_no_shows
+WITH gone AS (
+    DELETE FROM download_session WHERE state = 0 AND no_show_at < $1 RETURNING principal
+)
+{count_gone}
+
+-- name: expire_paused
+WITH gone AS (
+    DELETE FROM download_session WHERE state = 2 AND paused_until < $1 RETURNING principal
+)
+{count_gone}
+
+-- name: count_expiries
+UPDATE queue_state SET no_shows_total = no_shows_total + $1,
+    idle_releases_total = idle_releases_total + $2, reaped_total = reaped_total + $3,
+    last_release = CASE WHEN $2 + $3 > 0 THEN $4 ELSE last_release END
+
+-- name: forget_old_rounds
+-- Also forgets the counts of principals without sessions (their rows come back with
+-- their next session), so those tables stay as small as the queue.
+WITH idle AS (
+    DELETE FROM principal_load AS l
+    WHERE l.sessions = principal_gone(l.principal)
+      AND NOT EXISTS (SELECT 1 FROM download_session AS d WHERE d.principal = l.principal)
+    RETURNING l.principal
+), forgotten AS (
+    DELETE FROM principal_expired AS e USING idle WHERE e.principal = idle.principal
+), forgotten_completed AS (
+    DELETE FROM principal_completed AS c USING idle WHERE c.principal = idle.principal
+)
+DELETE FROM principal_round AS p
+USING class_state AS c
+WHERE c.queue_rank = p.queue_rank AND p.last_tag <= c.virtual_time
+  AND NOT EXISTS (SELECT 1 FROM download_session AS d
+                  WHERE d.state = 0 AND d.queue_rank = p.queue_rank
+                    AND d.principal = p.principal)
+
+-- name: aged_waiters
+-- Aging (R-CLASS-2; the rule is the policy's `promote_at`): the waiters due to move
+-- up, locked until the tick commits, then moved one class up (never above release)
+-- by promote_aged with the next promotion time the leader computed.
+SELECT session_key, base_class, queue_rank, aging_since FROM download_session
+WHERE state = 0 AND promote_at <= $1
+FOR UPDATE SKIP LOCKED
+
+-- name: promote_aged
+-- Under `ordered` a promoted waiter takes the next round-robin turn of its new class;
+-- under `smallest-first` its order key does not depend on the class, so it keeps it.
+UPDATE download_session AS d
+SET queue_rank = d.queue_rank - 1,
+    order_key = CASE WHEN $3 THEN
+        (SELECT virtual_time + 1 FROM class_state WHERE queue_rank = d.queue_rank - 1)
+        ELSE d.order_key END,
+    promote_at = k.promote_at
+FROM unnest($1::bytea[], $2::float8[]) AS k(session_key, promote_at)
+WHERE d.session_key = k.session_key AND d.state = 0
+
+-- name: active_for_estimate
+SELECT d.base_class, d.principal, d.object_size, d.start_offset, d.yield_requested,
+       coalesce((SELECT sum(upper(r) - lower(r))
+                 FROM unnest(d.delivered * int8multirange(
+                     int8range(coalesce(d.start_offset, 0), d.object_size))) AS r), 0)::bigint
+           AS covered
+FROM download_slot AS s JOIN download_session AS d ON d.session_key = s.session_key
+
+-- name: fleet_rate
+SELECT coalesce(sum(rate), 0)::float8 FROM fleet_node
+WHERE heartbeat_at >= now() - make_interval(secs => $1)
+
+-- name: store_estimates
+UPDATE queue_state SET finish_table = $1, finish_table_at = $2, fleet_rate = $3,
+    free_at_mark = $4
+
+-- name: class_passes
+SELECT array_agg(pass ORDER BY queue_rank) FROM class_state
+
+-- name: passes_and_global
+-- The passes and the pass of the last grant (global_pass) in one read.
+SELECT array_agg(pass ORDER BY queue_rank) AS passes, {last_grant_pass} AS global_pass
+FROM class_state
+
+-- name: clear_marks
+UPDATE download_session SET marked = false, mark_backup = false WHERE marked
+
+-- name: heads_of_class
+SELECT session_key, principal, base_class, queue_rank
+FROM download_session
+WHERE state = 0 AND queue_rank = $1 AND blocked_by IS NULL
+ORDER BY order_key, arrival, seq
+LIMIT $2
+
+-- name: set_marks
+UPDATE download_session AS d SET marked = true, mark_backup = m.backup
+FROM unnest($1::bytea[], $2::bool[]) AS m(session_key, backup)
+WHERE d.session_key = m.session_key AND d.state = 0
