@@ -3,16 +3,25 @@ and a record of the statements sent."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 from asyncpg.connection import Connection
 
-from arkvory_sched import ByteRange, DownloadRequest, PrincipalKind
+from arkvory_sched import ByteRange, DownloadRequest, PrincipalKind, SchedulerSettings
+from arkvory_sched.postgres import PostgresScheduler
 
 MIB = 1024 * 1024
 SIZE = 40 * MIB  # above session_min_bytes: every request of it is a session's
+
+# What the fleet tests run with unless a test says otherwise: two slots, no reserve.
+FLEET_SETTINGS = SchedulerSettings(
+    sessions=2, reserve=0, per_principal=2, ranges_per_session=2, idle_seconds=30.0
+)
+
+# The ``connect`` fixture: a new scheduler on the test's schema, options as keywords.
+Connect = Callable[..., Awaitable[PostgresScheduler]]
 
 
 def download(

@@ -11,7 +11,9 @@ from collections.abc import AsyncIterator
 import asyncpg
 import pytest
 
+from arkvory_sched.postgres import PostgresScheduler
 from tests.pg import drop_schema, new_schema, require_database
+from tests.postgres._helpers import FLEET_SETTINGS, Connect
 
 
 @pytest.fixture
@@ -44,3 +46,36 @@ async def pool(database_url: str) -> AsyncIterator[asyncpg.Pool]:
         yield created
     finally:
         await created.close()
+
+
+@pytest.fixture
+async def db(database_url: str, schema: str) -> AsyncIterator[asyncpg.Connection]:
+    """A connection to the test's schema, for reading and ageing rows directly."""
+    connection = await asyncpg.connect(database_url, server_settings={"search_path": schema})
+    try:
+        yield connection
+    finally:
+        await connection.close()
+
+
+@pytest.fixture
+async def connect(database_url: str, schema: str) -> AsyncIterator[Connect]:
+    """Schedulers on the test's schema, each with its own pool and node id, like the
+    processes of one fleet; ``settings`` defaults to ``FLEET_SETTINGS``."""
+    made: list[PostgresScheduler] = []
+
+    async def make(**options: object) -> PostgresScheduler:
+        options.setdefault("settings", FLEET_SETTINGS)
+        scheduler = await PostgresScheduler.connect(
+            database_url,
+            schema=schema,
+            migrate=False,
+            pool_size=4,
+            **options,  # type: ignore[arg-type]
+        )
+        made.append(scheduler)
+        return scheduler
+
+    yield make
+    for scheduler in made:
+        await scheduler.disconnect()

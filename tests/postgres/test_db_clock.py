@@ -8,7 +8,6 @@ reads), while tickets and announced start times follow the node's own wall clock
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
 
 import asyncpg
 import pytest
@@ -22,15 +21,6 @@ pytestmark = pytest.mark.anyio
 
 HOUR = 3600.0
 KEYS = [b"db-clock-test-ticket-key-0000001"]
-
-
-@pytest.fixture
-async def db(database_url: str, schema: str) -> AsyncIterator[asyncpg.Connection]:
-    connection = await asyncpg.connect(database_url, server_settings={"search_path": schema})
-    try:
-        yield connection
-    finally:
-        await connection.close()
 
 
 async def test_queue_time_is_the_database_clock_whatever_the_node_wall_clock_says(

@@ -8,8 +8,6 @@ dead process's share counts, and the bound under concurrent requests from three 
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
-
 import anyio
 import asyncpg
 import pytest
@@ -27,13 +25,11 @@ from arkvory_sched import (
 )
 from arkvory_sched.postgres import PostgresScheduler
 from arkvory_sched.postgres import _sql as sql
-from tests.postgres._helpers import MIB, download, statements_sent
+from tests.postgres._helpers import MIB, Connect, download, statements_sent
 
 pytestmark = pytest.mark.anyio
 
 RANGE = 4 * MIB
-
-Connect = Callable[..., Awaitable[PostgresScheduler]]
 
 
 def chunk(index: int) -> ByteRange:
@@ -42,36 +38,6 @@ def chunk(index: int) -> ByteRange:
 
 def settings(ranges: int) -> SchedulerSettings:
     return SchedulerSettings(sessions=2, reserve=0, per_principal=2, ranges_per_session=ranges)
-
-
-@pytest.fixture
-async def connect(database_url: str, schema: str) -> AsyncIterator[Connect]:
-    made: list[PostgresScheduler] = []
-
-    async def make(node_id: str, ranges: int) -> PostgresScheduler:
-        scheduler = await PostgresScheduler.connect(
-            database_url,
-            schema=schema,
-            migrate=False,
-            pool_size=4,
-            node_id=node_id,
-            settings=settings(ranges),
-        )
-        made.append(scheduler)
-        return scheduler
-
-    yield make
-    for scheduler in made:
-        await scheduler.disconnect()
-
-
-@pytest.fixture
-async def db(database_url: str, schema: str) -> AsyncIterator[asyncpg.Connection]:
-    connection = await asyncpg.connect(database_url, server_settings={"search_path": schema})
-    try:
-        yield connection
-    finally:
-        await connection.close()
 
 
 async def shares(db: asyncpg.Connection) -> dict[str, int]:
@@ -103,7 +69,7 @@ async def heartbeat(scheduler: PostgresScheduler) -> None:
 async def test_a_process_serving_a_session_alone_grows_its_share_once_then_asks_nothing(
     connect: Connect, db: asyncpg.Connection
 ) -> None:
-    alone = await connect("node-a", 4)
+    alone = await connect(node_id="node-a", settings=settings(4))
     first = await admitted(alone, 0)
     assert await shares(db) == {"node-a": 1}, "the claim gives the claimant one range"
     take = " ".join(sql.TAKE_RANGE.split())
@@ -124,8 +90,8 @@ async def test_a_process_serving_a_session_alone_grows_its_share_once_then_asks_
 async def test_an_idle_share_goes_to_a_waiting_process_at_the_holders_heartbeat(
     connect: Connect, db: asyncpg.Connection
 ) -> None:
-    holder = await connect("node-a", 2)
-    other = await connect("node-b", 2)
+    holder = await connect(node_id="node-a", settings=settings(2))
+    other = await connect(node_id="node-b", settings=settings(2))
     running = [await admitted(holder, 0), await admitted(holder, 1)]
     for index, decision in enumerate(running):
         await holder.report(decision.grant, Delivered(chunk(index)))
@@ -145,8 +111,8 @@ async def test_an_idle_share_goes_to_a_waiting_process_at_the_holders_heartbeat(
 async def test_a_share_of_a_process_that_stopped_beating_counts_no_more(
     connect: Connect, db: asyncpg.Connection
 ) -> None:
-    holder = await connect("node-a", 2)
-    crashed = await connect("node-b", 2)
+    holder = await connect(node_id="node-a", settings=settings(2))
+    crashed = await connect(node_id="node-b", settings=settings(2))
     running = await admitted(holder, 0)
     await admitted(crashed, 1)  # in flight when node-b stops: never reported
     await refused(holder, 2)
@@ -162,7 +128,7 @@ async def test_a_share_of_a_process_that_stopped_beating_counts_no_more(
 async def test_concurrent_ranges_from_three_processes_never_exceed_the_limit(
     connect: Connect, db: asyncpg.Connection
 ) -> None:
-    fleet = [await connect(f"node-{n}", 3) for n in range(3)]
+    fleet = [await connect(node_id=f"node-{n}", settings=settings(3)) for n in range(3)]
     opened = await admitted(fleet[0], 0)
     decisions: list[tuple[PostgresScheduler, Decision]] = []
 
@@ -188,7 +154,7 @@ async def test_concurrent_ranges_from_three_processes_never_exceed_the_limit(
 async def test_a_released_slot_leaves_no_share_and_a_new_claim_starts_at_one(
     connect: Connect, db: asyncpg.Connection
 ) -> None:
-    scheduler = await connect("node-a", 2)
+    scheduler = await connect(node_id="node-a", settings=settings(2))
     first = await admitted(scheduler, 0)
     second = await admitted(scheduler, 1)
     assert await shares(db) == {"node-a": 2}

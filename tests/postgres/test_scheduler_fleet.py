@@ -8,7 +8,6 @@ the only clock leases use — instead of sleeping.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import anyio
@@ -31,54 +30,19 @@ from arkvory_sched import (
 )
 from arkvory_sched.postgres import PostgresScheduler, SettingsStore
 from arkvory_sched.testing import FakeClock
-from tests.postgres._helpers import MIB, SIZE, download
+from tests.postgres._helpers import FLEET_SETTINGS, MIB, SIZE, Connect, download
 
 pytestmark = pytest.mark.anyio
 
 RANGE = 8 * MIB
 
-Connect = Callable[..., Awaitable[PostgresScheduler]]
-
 
 def settings(**changes: object) -> SchedulerSettings:
-    base = SchedulerSettings(
-        sessions=2, reserve=0, per_principal=2, ranges_per_session=2, idle_seconds=30.0
-    )
-    return base.with_changes(**changes) if changes else base
+    return FLEET_SETTINGS.with_changes(**changes) if changes else FLEET_SETTINGS
 
 
 def chunk(index: int) -> ByteRange:
     return ByteRange(index * RANGE, (index + 1) * RANGE, RangeKind.BOUNDED)
-
-
-@pytest.fixture
-async def connect(database_url: str, schema: str) -> AsyncIterator[Connect]:
-    made: list[PostgresScheduler] = []
-
-    async def make(**options: object) -> PostgresScheduler:
-        options.setdefault("settings", settings())
-        scheduler = await PostgresScheduler.connect(
-            database_url,
-            schema=schema,
-            migrate=False,
-            pool_size=4,
-            **options,  # type: ignore[arg-type]
-        )
-        made.append(scheduler)
-        return scheduler
-
-    yield make
-    for scheduler in made:
-        await scheduler.disconnect()
-
-
-@pytest.fixture
-async def db(database_url: str, schema: str) -> AsyncIterator[asyncpg.Connection]:
-    connection = await asyncpg.connect(database_url, server_settings={"search_path": schema})
-    try:
-        yield connection
-    finally:
-        await connection.close()
 
 
 async def active_slots(db: asyncpg.Connection) -> int:
