@@ -18,7 +18,7 @@ one's time and writes it to the worker's arrival pipe (:func:`send_arrivals`), a
 worker's event loop wakes on that pipe as it would on a socket.
 
 The fill writes the rows a newcomer's ``admit`` writes (``INSERT_SESSION`` plus the
-round-robin turn of ``NEXT_TAG``), for the downloads of ``core_bench.Workload``, with
+round-robin turn of ``ROUND_TAG``), for the downloads of ``core_bench.Workload``, with
 ``COPY``: admitting 65,536 sessions one by one would take minutes.
 """
 
@@ -587,7 +587,7 @@ def fill_rows(
     """Rows for ``download_session`` and the principals' round-robin turns.
 
     Each row is what a newcomer's ``admit`` writes (``INSERT_SESSION`` with the tag of
-    ``NEXT_TAG``: a principal's k-th waiter in a class gets turn k of the current round)
+    ``ROUND_TAG``: a principal's k-th waiter in a class gets turn k of the current round)
     after the waiter polled once: ``check_at`` as ``RECORD_CHECK`` writes it for a client
     told to come back in 300 s, polls spread evenly over the last 300 s.
     """

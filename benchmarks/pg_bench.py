@@ -1387,7 +1387,7 @@ def render(run: Run, argv: Sequence[str], wall: float, loads: tuple[str, str]) -
         "",
         "- Phases: " + "; ".join(f"{name} {seconds:.0f} s" for name, seconds in run.phases),
         f"- The {WAITING:,} waiting sessions are written with `COPY` as `INSERT_SESSION` and "
-        "`NEXT_TAG` write them (arrivals over the last 300 s, last polls spread over 300 s), "
+        "`ROUND_TAG` write them (arrivals over the last 300 s, last polls spread over 300 s), "
         "followed by `VACUUM (ANALYZE)` of the queue's tables; the in-memory queue is "
         "filled with `admit`. See `benchmarks/README.md`.",
         "- Worker ticks during the PostgreSQL admission windows: "

@@ -12,7 +12,6 @@ from _pytest.fixtures import SubRequest
 from arkvory_sched import ByteRange, DownloadScheduler, RangeKind, RejectReason, SchedulerSettings
 from arkvory_sched.testing import FakeClock
 
-from ._divergence import diverges_on_postgres
 from ._requests import (
     BIG,
     RANGE,
@@ -35,10 +34,6 @@ TAIL = 64 * 1024
 AnotherProcess = Callable[[SchedulerSettings], Awaitable[DownloadScheduler]]
 
 
-@diverges_on_postgres(
-    "#16: a resumed session re-enters the current round-robin round (vt + 1), not the "
-    "round of its arrival: a download that arrived after it starts first"
-)
 async def test_resumed_download_keeps_its_arrival_after_a_pause(
     make_scheduler: MakeScheduler, clock: FakeClock
 ) -> None:

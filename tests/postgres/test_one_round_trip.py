@@ -391,9 +391,9 @@ async def test_the_leaders_catch_up_is_what_its_ordering_assumed(
 async def test_the_global_pass_is_the_pass_the_last_grant_had(db: asyncpg.Connection) -> None:
     """As the in-memory fair queue's: grants are recorded in order, a catch-up is not."""
     assert await db.fetchval(sql.GLOBAL_PASS) == 0.0
-    await db.execute(sql.ADVANCE_ROUND, 2, 0, 0.5)  # bulk granted at pass 0
-    await db.execute(sql.ADVANCE_ROUND, 1, 0, 0.25)  # then release, at pass 0
-    await db.execute(sql.ADVANCE_ROUND, 2, 0, 0.5)  # then bulk again, at pass 0.5
+    await db.execute(sql.ADVANCE_ROUND, 2, 0, 0.5, 1.0)  # bulk granted at pass 0
+    await db.execute(sql.ADVANCE_ROUND, 1, 0, 0.25, 2.0)  # then release, at pass 0
+    await db.execute(sql.ADVANCE_ROUND, 2, 0, 0.5, 3.0)  # then bulk again, at pass 0.5
     assert await db.fetchval(sql.GLOBAL_PASS) == 0.5
     await db.execute(sql.CATCH_UP_IDLE_CLASSES, [0, 3])
     assert await db.fetchval(sql.GLOBAL_PASS) == 0.5

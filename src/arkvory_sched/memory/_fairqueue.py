@@ -32,6 +32,7 @@ from .._settings import Strategy
 from ..policy import (
     AGING_CAP_RANK,
     CLASS_COUNT,
+    ROUND_HISTORY_SECONDS,
     promote_at,
     service_order,
     smallest_first_key,
@@ -41,8 +42,6 @@ from ..policy import (
 from ._session import Session
 
 __all__ = ["FairQueue"]
-
-_ROUND_HISTORY_SECONDS = 20 * 60.0  # longer than a ticket is accepted (15 minutes)
 
 Entry = tuple[float, float, int, Session]
 AgingEntry = tuple[float, int, Session]
@@ -124,7 +123,7 @@ class FairQueue:
                 self._virtual_times[rank] = tag
                 history = self._vt_history[rank]
                 history.append((now, tag))
-                while history and history[0][0] < now - _ROUND_HISTORY_SECONDS:
+                while history and history[0][0] < now - ROUND_HISTORY_SECONDS:
                     history.popleft()
         self._global_pass = self._passes[rank]
         self._passes[rank] += self._strides[rank]

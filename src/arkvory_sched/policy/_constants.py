@@ -27,6 +27,7 @@ __all__ = [
     "NO_SHOW_MARGIN_SECONDS",
     "PAUSE_RETENTION_SECONDS",
     "PREEMPT_MIN_HOLD_SECONDS",
+    "ROUND_HISTORY_SECONDS",
     "SHUTDOWN_RETRY_SECONDS",
     "SIZE_DOUBLINGS_FOR_FULL_DELAY",
     "SIZE_UNIT",
@@ -52,6 +53,9 @@ ESTIMATE_MIN_SPREAD_SECONDS: Final = 2.0  # … and never narrower than ±2 s
 FALLBACK_RATE: Final = 100 * 1024 * 1024  # bytes/s assumed before anything was measured
 MARK_SCAN_SLACK: Final = 4096  # waiters a marking may pass over beyond four per mark
 TICKET_REUSE_SECONDS: Final = 60.0  # an active session's ticket is re-signed once a minute
+# How long the round-robin rounds' history is kept (R-SESS-9, R-TICKET-1): longer than a
+# ticket is accepted (15 minutes). Migration 0007 forgets its rows after the same time.
+ROUND_HISTORY_SECONDS: Final = 20 * 60.0
 JITTER_LOW: Final = 0.9  # per-download factor on the check delay: [0.9, 1.1)
 JITTER_HIGH: Final = 1.1
 BACKUP_GRACE_SECONDS: Final = 1.5  # one poll period of the first marked waiters, plus jitter

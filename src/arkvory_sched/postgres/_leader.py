@@ -394,10 +394,16 @@ async def _contenders(
 
 
 async def _promote_aged(conn: asyncpg.Connection, settings: SchedulerSettings, now: float) -> None:
-    """Aging, under every strategy: the due waiters move one class up (``promote_at``)."""
+    """Aging, under every strategy: the due waiters move one class up (``promote_at``).
+
+    In the order the in-memory queue moves them — the class next to ``release`` first,
+    then by promotion time and arrival order — since under ``ordered`` each takes a
+    turn of its new class, and turns handed out one after another depend on the order.
+    """
     rows = await conn.fetch(tick_sql.AGED_WAITERS, now)
     if not rows:
         return
+    rows = sorted(rows, key=lambda row: (row["queue_rank"], row["promote_at"], row["seq"]))
     aging = settings.aging_minutes * 60.0
     keys = [row["session_key"] for row in rows]
     next_at = [

@@ -312,7 +312,7 @@ class SchedulerAdmission(SchedulerAnswers):
             arrival_ms < now_ms,
             order_key,
             now,
-            self._promote_at(rank, now),
+            self._promote_at(rank, arrival),
             check_at,
             no_show_at(check_at, NEWCOMER_CHECK_SECONDS),
             settings.queue_limit,
@@ -340,7 +340,7 @@ class SchedulerAdmission(SchedulerAnswers):
         rank = row["base_class"]
         check_at = now + NEWCOMER_CHECK_SECONDS
         order_key = await self._order_key(
-            conn, rank, row["principal"], row["object_size"], row["arrival"], old=True
+            conn, rank, row["principal"], row["object_size"], row["arrival"]
         )
         await conn.execute(
             statement,
@@ -407,7 +407,7 @@ class SchedulerAdmission(SchedulerAnswers):
                     return None
                 rank = claimed["queue_rank"]
                 tag = int(claimed["order_key"]) if settings.strategy is Strategy.ORDERED else 0
-                await conn.execute(sql.ADVANCE_ROUND, rank, tag, 1.0 / settings.weights[rank])
+                await conn.execute(sql.ADVANCE_ROUND, rank, tag, 1.0 / settings.weights[rank], now)
         except asyncpg.UniqueViolationError:
             return None  # another process activated this session at the same moment
         return self._remember_claim(key, claimed, row, now)
@@ -445,16 +445,17 @@ class SchedulerAdmission(SchedulerAnswers):
         principal: str,
         size: int,
         arrival: float,
-        *,
-        old: bool,
     ) -> float:
-        """The session's place within its class under the current strategy."""
+        """The session's place within its class under the current strategy: under
+        ``ordered`` the round-robin turn for its arrival (``ROUND_TAG``, migration 0007)."""
         settings = self._settings
         if settings.strategy is Strategy.SMALLEST_FIRST:
             return smallest_first_key(size, arrival, settings.aging_minutes * 60.0)
-        tag = await conn.fetchval(sql.NEXT_TAG, rank, principal, old)
+        tag = await conn.fetchval(sql.ROUND_TAG, rank, principal, arrival)
         return float(tag)
 
-    def _promote_at(self, rank: int, now: float) -> float | None:
-        """When a session entering the queue in its base class ``rank`` now ages."""
-        return promote_at(now, rank, rank, self._settings.aging_minutes * 60.0)
+    def _promote_at(self, rank: int, since: float) -> float | None:
+        """When a session entering the queue in its base class ``rank`` ages, counting
+        from ``since``: a newcomer's arrival (a ticket's old one too), or the moment a
+        resumed or yielding session waits again (as in memory)."""
+        return promote_at(since, rank, rank, self._settings.aging_minutes * 60.0)

@@ -257,32 +257,16 @@ class SchedulerFleet(SchedulerDelivery):
         self._invalidate()
 
     async def _rekey(self, conn: asyncpg.Connection, settings: SchedulerSettings) -> None:
-        """A new strategy orders the waiters anew, by arrival (O(n), only on change)."""
+        """A new strategy orders the waiters anew, by arrival (O(n), only on change), as
+        the in-memory queue re-adds them: the smallest-first key, or under ``ordered``
+        each waiter's round-robin turn again (``REKEY_ROUND_TAGS``, migration 0007)."""
+        if settings.strategy is not Strategy.SMALLEST_FIRST:
+            await conn.execute(sql.REKEY_ROUND_TAGS)
+            return
         rows = await conn.fetch(sql.WAITING_FOR_REKEY)
-        vts = {
-            row["queue_rank"]: row["virtual_time"]
-            for row in await conn.fetch(sql.CLASS_VIRTUAL_TIMES)
-        }
-        rounds: dict[tuple[int, str], int] = {}
-        keys: list[bytes] = []
-        order: list[float] = []
-        for row in rows:
-            keys.append(row["session_key"])
-            if settings.strategy is Strategy.SMALLEST_FIRST:
-                order.append(
-                    smallest_first_key(
-                        row["object_size"], row["arrival"], settings.aging_minutes * 60.0
-                    )
-                )
-            else:
-                turn = (row["queue_rank"], row["principal"])
-                rounds[turn] = rounds.get(turn, 0) + 1
-                order.append(float(vts.get(row["queue_rank"], 0) + rounds[turn]))
+        aging = settings.aging_minutes * 60.0
+        keys = [row["session_key"] for row in rows]
+        order = [smallest_first_key(row["object_size"], row["arrival"], aging) for row in rows]
         async with conn.transaction():
             await conn.execute(sql.REKEY_WAITING, keys, order)
             await conn.execute(sql.FORGET_ALL_ROUNDS)
-            if rounds:
-                await conn.executemany(
-                    sql.INSERT_ROUND,
-                    [(rank, who, vts.get(rank, 0) + n) for (rank, who), n in rounds.items()],
-                )

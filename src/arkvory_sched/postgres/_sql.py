@@ -38,7 +38,7 @@ RELEASE_SLOT: Final = statement("release_slot")
 SESSION_WITH_LEASE: Final = statement("session_with_lease")
 SESSION_ARRIVAL: Final = statement("session_arrival")
 OTHERS_WAITING: Final = statement("others_waiting")
-NEXT_TAG: Final = statement("next_tag")
+ROUND_TAG: Final = statement("round_tag")
 INSERT_SESSION: Final = statement("insert_session")
 RESUME_PAUSED: Final = statement("resume_paused")
 POSITION: Final = statement("position")
@@ -86,10 +86,9 @@ COUNT_EXPIRIES: Final = statement("count_expiries")
 # ----------------------------------------------------------------------------- strategy.sql
 
 WAITING_FOR_REKEY: Final = statement("waiting_for_rekey")
-CLASS_VIRTUAL_TIMES: Final = statement("class_virtual_times")
 REKEY_WAITING: Final = statement("rekey_waiting")
 FORGET_ALL_ROUNDS: Final = statement("forget_all_rounds")
-INSERT_ROUND: Final = statement("insert_round")
+REKEY_ROUND_TAGS: Final = statement("rekey_round_tags")
 
 # ----------------------------------------------------------------------------- settings.sql
 # Templates: ``.fill(schema=quote_schema(schema))``.

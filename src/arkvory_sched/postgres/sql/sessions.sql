@@ -20,20 +20,11 @@ SELECT arrival_wall_ms FROM download_session WHERE session_key = $1
 -- name: others_waiting
 SELECT EXISTS (SELECT 1 FROM download_session WHERE state = 0 AND session_key <> $1)
 
--- name: next_tag
--- The round-robin turn of a principal's next waiter in a class: k rounds after the
--- current one for its k-th waiter; an old arrival (ticket, pause) re-enters the
--- current round and is ordered by its arrival within it.
-INSERT INTO principal_round AS p (queue_rank, principal, last_tag)
-VALUES ($1, $2, (SELECT virtual_time FROM class_state WHERE queue_rank = $1) + 1)
-ON CONFLICT (queue_rank, principal) DO UPDATE
-SET last_tag = CASE WHEN $3
-    THEN greatest(p.last_tag, (SELECT virtual_time FROM class_state WHERE queue_rank = $1) + 1)
-    ELSE greatest(p.last_tag, (SELECT virtual_time FROM class_state WHERE queue_rank = $1)) + 1
-END
-RETURNING CASE WHEN $3
-    THEN (SELECT virtual_time FROM class_state WHERE queue_rank = $1) + 1
-    ELSE last_tag END
+-- name: round_tag
+-- The round-robin turn of a waiter entering a class under `ordered` (migration 0007,
+-- next_round_tag): a principal's k-th waiter k rounds after the current one; an old
+-- arrival (ticket, pause, yield) in the round that was current when it arrived.
+SELECT next_round_tag($1::smallint, $2, $3::float8)
 
 -- name: insert_session
 -- The row a newcomer gets (admit_session inserts it; benchmarks fill queues with it).

@@ -19,10 +19,11 @@ ANALYZE download_slot
 -- A session's admission in one round trip: the stored session if there is one, else a
 -- newcomer checked against the bounds, given its turn, inserted, and either given a
 -- slot (alone in the queue) or counted into its place. The function (migration 0003,
--- ADR 0011) runs the steps of session_with_lease, next_tag, insert_session,
--- others_waiting, claim_slot and advance_round, in that order, and counts a waiting
--- newcomer's place as position does, up to a cap; the outcomes are tested in
--- tests/postgres/test_one_round_trip.py.
+-- ADR 0011; its round-robin turn and aging as in memory since migration 0007) runs the
+-- steps of session_with_lease, round_tag, insert_session, others_waiting, claim_slot
+-- and advance_round, in that order, and counts a waiting newcomer's place as position
+-- does, up to a cap; the outcomes are tested in tests/postgres/test_one_round_trip.py.
+-- $8 (the arrival is a ticket's) is no longer read: the arrival itself says it.
 SELECT * FROM admit_session(
     $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12,
     $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23)
@@ -67,8 +68,12 @@ SELECT claimed.slot_no, claimed.lease_token, claimed.lease_left,
 FROM claimed, activated
 
 -- name: advance_round
+-- A grant moves its class's round on to the granted waiter's tag and its pass by one
+-- stride; a round that moves on records when (queue time $4), for the rounds' history
+-- returning arrivals are placed by (migration 0007).
 UPDATE class_state
-SET virtual_time = greatest(virtual_time, $2::bigint), pass = pass + $3
+SET virtual_time = greatest(virtual_time, $2::bigint), pass = pass + $3,
+    advanced_at = CASE WHEN $2::bigint > virtual_time THEN $4::float8 ELSE advanced_at END
 WHERE queue_rank = $1
 
 -- name: take_over_lease

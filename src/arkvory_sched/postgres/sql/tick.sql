@@ -96,21 +96,17 @@ WHERE c.queue_rank = p.queue_rank AND p.last_tag <= c.virtual_time
 -- Aging (R-CLASS-2; the rule is the policy's `promote_at`): the waiters due to move
 -- up, locked until the tick commits, then moved one class up (never above release)
 -- by promote_aged with the next promotion time the leader computed.
-SELECT session_key, base_class, queue_rank, aging_since FROM download_session
+SELECT session_key, base_class, queue_rank, aging_since, promote_at, seq
+FROM download_session
 WHERE state = 0 AND promote_at <= $1
 FOR UPDATE SKIP LOCKED
 
 -- name: promote_aged
--- Under `ordered` a promoted waiter takes the next round-robin turn of its new class;
--- under `smallest-first` its order key does not depend on the class, so it keeps it.
-UPDATE download_session AS d
-SET queue_rank = d.queue_rank - 1,
-    order_key = CASE WHEN $3 THEN
-        (SELECT virtual_time + 1 FROM class_state WHERE queue_rank = d.queue_rank - 1)
-        ELSE d.order_key END,
-    promote_at = k.promote_at
-FROM unnest($1::bytea[], $2::float8[]) AS k(session_key, promote_at)
-WHERE d.session_key = k.session_key AND d.state = 0
+-- Under `ordered` a promoted waiter takes a round-robin turn of its new class, the
+-- round of its arrival if that is older than the class's last round (migration 0007,
+-- promote_waiters, in the order of the keys); under `smallest-first` its order key
+-- does not depend on the class, so it keeps it.
+SELECT promote_waiters($1::bytea[], $2::float8[], $3)
 
 -- name: active_for_estimate
 SELECT d.base_class, d.principal, d.object_size, d.start_offset, d.yield_requested,
