@@ -234,6 +234,33 @@ async def test_stored_settings_apply_only_when_newer(
         await pool.close()
 
 
+async def test_a_tick_applies_new_settings_with_a_pool_of_two(
+    database_url: str, schema: str
+) -> None:
+    """The settings are re-read before the tick takes its connection: with a pool of
+    two, one kept aside for admissions, a re-read waiting for a second connection while
+    the tick held one waited for ever."""
+    scheduler = await PostgresScheduler.connect(
+        database_url, schema=schema, migrate=False, pool_size=2, settings=settings()
+    )
+    try:
+        decision = await scheduler.admit(download("ci", "dl-1"))  # keeps a connection
+        assert isinstance(decision, Admitted)
+        pool = await asyncpg.create_pool(database_url, min_size=1, max_size=1)
+        try:
+            store = SettingsStore(pool, environment=settings(), schema=schema)
+            await store.compare_and_set({"sessions": 3}, expected_revision=0, updated_by="ops")
+        finally:
+            await pool.close()
+        scheduler._next_settings_read = 0.0  # due (every 10 s of real time)
+        with anyio.fail_after(10):
+            await scheduler.tick()
+        assert scheduler.settings.sessions == 3
+        await scheduler.report(decision.grant, Interrupted())
+    finally:
+        await scheduler.disconnect()
+
+
 async def test_a_gateway_without_the_key_works_without_tickets_until_it_appears(
     connect: Connect,
 ) -> None:

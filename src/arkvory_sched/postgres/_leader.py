@@ -249,7 +249,12 @@ class QueueLeader:
         """R-SESS-12: mark twice as many waiters as there are (soon) free slots, in the
         order of the fair queue: stride between classes, round-robin within a class."""
         active_rows = await conn.fetch(tick_sql.ACTIVE_FOR_ESTIMATE)
-        fleet_rate = await conn.fetchval(tick_sql.FLEET_RATE, self._lease_seconds)
+        # The leader's own rate as it is now, not as its last heartbeat reported it: a
+        # heartbeat comes every second of real time, so the rate it carried would make
+        # the marks depend on the pace of the machine rather than on queue time. Only
+        # the other processes' rates are as of their heartbeats (ADR 0017).
+        others = await conn.fetchval(tick_sql.OTHER_NODES_RATE, self._lease_seconds, self._node)
+        fleet_rate = others + local_rate
         rate = estimate_rate(fleet_rate, local_rate, settings.bandwidth)
         per_session = rate / max(1, len(active_rows))
         remaining = [_remaining(row) for row in active_rows]

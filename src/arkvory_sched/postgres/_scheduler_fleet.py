@@ -82,6 +82,7 @@ class SchedulerFleet(SchedulerDelivery):
         try:
             if not self._prepared:
                 await self._prepare()
+            await self._reread_due()
             async with self._acquire() as conn:
                 await self._fleet_duties(conn)
                 await self._record_late_deliveries(conn)
@@ -136,9 +137,23 @@ class SchedulerFleet(SchedulerDelivery):
         if lease is not None:
             lease.yield_requested = True
 
-    async def _fleet_duties(self, conn: asyncpg.Connection) -> None:
-        """Every process: heartbeat, renew held leases, refresh settings and key."""
+    async def _reread_due(self) -> None:
+        """Every process: refresh settings and key when due.
+
+        Before the tick takes its connection: each takes one of its own (the settings
+        store and the key read through the pool, ``configure`` writes), and with a pool
+        of two — one kept aside for admissions — a read waiting for a second connection
+        while the tick held one would wait for ever.
+        """
         real = time.monotonic()  # the process's own schedule of re-reads, not a decision
+        if real >= self._next_settings_read:
+            await self.refresh_settings()
+        if self._signer is None and real >= self._next_key_read:
+            await self.refresh_ticket_key()
+
+    async def _fleet_duties(self, conn: asyncpg.Connection) -> None:
+        """Every process: heartbeat, renew held leases, hand back idle range shares."""
+        real = time.monotonic()  # the process's own schedule of beats, not a decision
         if real >= self._next_heartbeat:
             self._next_heartbeat = real + HEARTBEAT_SECONDS
             await self._heartbeat(conn, self._local_rate())
@@ -148,10 +163,6 @@ class SchedulerFleet(SchedulerDelivery):
                 await conn.execute(sql.TOUCH_SESSIONS, in_flight, self._clock.monotonic())
             await self._renew_leases(conn)
             await self._return_idle_shares(conn)
-        if real >= self._next_settings_read:
-            await self.refresh_settings()
-        if self._signer is None and real >= self._next_key_read:
-            await self.refresh_ticket_key()
 
     async def _heartbeat(self, conn: asyncpg.Connection, rate: float) -> None:
         """The fleet's heartbeat; the database time it returns keeps the queue clock."""

@@ -12,6 +12,7 @@ import math
 import os
 import secrets
 import socket
+import time
 from collections import deque
 from dataclasses import dataclass
 from typing import Any
@@ -119,7 +120,14 @@ class SchedulerState:
         self._store: SettingsStore | None = None
         self._applied_revision = 0
         self.settings_problems: list[str] = []
-        self._leases = LeaseCache(max_trust=min(2.0, lease_seconds / 3))
+        # A cached lease is trusted for a while without asking the database. Its real
+        # bound is the lease in the database (its clock, real time): with the database
+        # as queue clock the trust runs on this process's monotonic clock. A clock passed
+        # in (tests: a FakeClock) is the fleet's time, so trust runs on it too: whether a
+        # range is answered from the cache or from the database then follows the queue
+        # time of the requests, not the pace of the machine running them.
+        trust_clock = time.monotonic if self._db_clock is not None else clock.monotonic
+        self._leases = LeaseCache(max_trust=min(2.0, lease_seconds / 3), now=trust_clock)
         self._keys = SessionKeys()  # session keys of recent requests (no hash per range)
         self._grants: dict[int, _SessionGrant] = {}
         self._unrecorded: deque[tuple[Lease, ByteRange, float]] = deque(maxlen=UNRECORDED_LIMIT)

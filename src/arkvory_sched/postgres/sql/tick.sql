@@ -116,9 +116,11 @@ SELECT d.base_class, d.principal, d.object_size, d.start_offset, d.yield_request
            AS covered
 FROM download_slot AS s JOIN download_session AS d ON d.session_key = s.session_key
 
--- name: fleet_rate
+-- name: other_nodes_rate
+-- The delivery rates the other live processes reported with their heartbeats; the
+-- leader adds its own rate as it is at the tick.
 SELECT coalesce(sum(rate), 0)::float8 FROM fleet_node
-WHERE heartbeat_at >= now() - make_interval(secs => $1)
+WHERE heartbeat_at >= now() - make_interval(secs => $1) AND node_id <> $2
 
 -- name: store_estimates
 UPDATE queue_state SET finish_table = $1, finish_table_at = $2, fleet_rate = $3,
