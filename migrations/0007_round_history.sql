@@ -187,6 +187,7 @@ DECLARE
     v_order_key double precision := p_order_key;
     v_seq bigint;
     v_principal_sessions bigint;
+    v_principal_known boolean;
     v_slot integer;
     v_held_above bigint;
 BEGIN
@@ -209,9 +210,10 @@ BEGIN
         RETURN NEXT;
         RETURN;
     END IF;
-    v_principal_sessions :=
-        coalesce((SELECT l.sessions FROM principal_load AS l WHERE l.principal = p_principal), 0)
-        - principal_gone(p_principal);
+    SELECT l.sessions INTO v_principal_sessions FROM principal_load AS l
+    WHERE l.principal = p_principal;
+    v_principal_known := FOUND;
+    v_principal_sessions := coalesce(v_principal_sessions, 0) - principal_gone(p_principal);
     IF v_principal_sessions >= p_per_principal THEN
         outcome := 'principal_limit';
         RETURN NEXT;
@@ -219,7 +221,8 @@ BEGIN
     END IF;
 
     IF v_order_key IS NULL THEN
-        IF v_principal_sessions <= 0 THEN
+        -- A principal the tick forgot (forget_old_rounds) has no turns left to forget.
+        IF v_principal_known AND v_principal_sessions <= 0 THEN
             DELETE FROM principal_round AS r
             WHERE r.queue_rank IN (0, 1, 2, 3) AND r.principal = p_principal;
         END IF;

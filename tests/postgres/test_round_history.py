@@ -23,6 +23,7 @@ from arkvory_sched.memory._fairqueue import FairQueue
 from arkvory_sched.memory._session import PrincipalRecord, Session
 from arkvory_sched.policy import ROUND_HISTORY_SECONDS
 from arkvory_sched.postgres import _sql as sql
+from arkvory_sched.postgres import _sql_tick as tick_sql
 from arkvory_sched.postgres._leader import _promote_aged
 from tests.postgres._helpers import SIZE
 from tests.postgres.test_one_round_trip import admit
@@ -167,6 +168,22 @@ async def test_a_principal_without_sessions_starts_its_turns_afresh(
     # Its three sessions expire (as the leader's no-show expiry counts them).
     await db.execute("DELETE FROM download_session WHERE principal = 'ann'")
     await db.execute("INSERT INTO principal_expired (principal, sessions) VALUES ('ann', 3)")
+    again = await admit(db, b"w9", principal="ann")
+    assert again["outcome"] == "queued" and again["order_key"] == 2.0
+
+
+async def test_the_tick_forgets_the_turns_of_a_principal_without_sessions(
+    db: asyncpg.Connection,
+) -> None:
+    await db.execute(sql.ENSURE_SLOTS, 1)
+    await admit(db, b"holder", principal="other")
+    for n in range(3):
+        await admit(db, b"w%d" % n, principal="ann")
+    await db.execute("DELETE FROM download_session WHERE principal = 'ann'")
+    await db.execute("INSERT INTO principal_expired (principal, sessions) VALUES ('ann', 3)")
+    await db.execute(tick_sql.FORGET_OLD_ROUNDS)
+    left = await db.fetchval("SELECT count(*) FROM principal_round WHERE principal = 'ann'")
+    assert left == 0
     again = await admit(db, b"w9", principal="ann")
     assert again["outcome"] == "queued" and again["order_key"] == 2.0
 

@@ -74,7 +74,9 @@ UPDATE queue_state SET no_shows_total = no_shows_total + $1,
 
 -- name: forget_old_rounds
 -- Also forgets the counts of principals without sessions (their rows come back with
--- their next session), so those tables stay as small as the queue.
+-- their next session), so those tables stay as small as the queue, and their turns
+-- (the in-memory queue forgets a principal with its last session; admit_session does
+-- the same for a principal whose counts are still here, migration 0007).
 WITH idle AS (
     DELETE FROM principal_load AS l
     WHERE l.sessions = principal_gone(l.principal)
@@ -87,10 +89,12 @@ WITH idle AS (
 )
 DELETE FROM principal_round AS p
 USING class_state AS c
-WHERE c.queue_rank = p.queue_rank AND p.last_tag <= c.virtual_time
-  AND NOT EXISTS (SELECT 1 FROM download_session AS d
-                  WHERE d.state = 0 AND d.queue_rank = p.queue_rank
-                    AND d.principal = p.principal)
+WHERE c.queue_rank = p.queue_rank
+  AND (p.principal IN (SELECT idle.principal FROM idle)
+       OR (p.last_tag <= c.virtual_time
+           AND NOT EXISTS (SELECT 1 FROM download_session AS d
+                           WHERE d.state = 0 AND d.queue_rank = p.queue_rank
+                             AND d.principal = p.principal)))
 
 -- name: aged_waiters
 -- Aging (R-CLASS-2; the rule is the policy's `promote_at`): the waiters due to move
