@@ -234,6 +234,29 @@ async def test_stored_settings_apply_only_when_newer(
         await pool.close()
 
 
+async def test_a_cached_lease_is_trusted_for_two_seconds_of_the_schedulers_clock(
+    connect: Connect, db: asyncpg.Connection
+) -> None:
+    """With a clock passed in, the cache's trust runs on it, not on real time: the same
+    requests at the same queue times are answered from the cache, or from the
+    database, however fast the machine runs (ADR 0017)."""
+    clock = FakeClock()
+    holder = await connect(node_id="holder", clock=clock)
+    first = await holder.admit(download("ci", "dl-1", chunk(0)))
+    assert isinstance(first, Admitted)
+    await holder.report(first.grant, Delivered(chunk(0)))
+    # The slot is freed behind this process's back (another process's release).
+    await db.execute(
+        "UPDATE download_slot SET session_key = NULL, holder_node = NULL, lease_expires_at = NULL"
+    )
+    cached = await holder.admit(download("ci", "dl-1", chunk(1)))
+    assert isinstance(cached, Admitted), "trusted: answered without asking"
+    await holder.report(cached.grant, Interrupted())
+    clock.advance(2.5)  # real time: a few milliseconds
+    asked = await holder.admit(download("ci", "dl-1", chunk(2)))
+    assert isinstance(asked, Rejected), "no longer trusted: the database says it is gone"
+
+
 async def test_a_tick_applies_new_settings_with_a_pool_of_two(
     database_url: str, schema: str
 ) -> None:
