@@ -6,10 +6,18 @@ so the benchmarks can run at different times and their results still sit side by
 
 from __future__ import annotations
 
+import math
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
-__all__ = ["package_version", "verdict", "write_section"]
+__all__ = [
+    "format_ms",
+    "format_ratio",
+    "format_us",
+    "package_version",
+    "verdict",
+    "write_section",
+]
 
 
 def write_section(path: Path, heading: str, section: str) -> None:
@@ -38,3 +46,20 @@ def package_version(name: str) -> str:
 
 def verdict(ok: bool) -> str:
     return "**pass**" if ok else "**FAIL**"
+
+
+def format_ms(value: float) -> str:
+    """Milliseconds as the reports print them: µs below 0.1 ms, "–" when not measured."""
+    if math.isnan(value):
+        return "–"
+    return f"{value * 1000:.1f} µs" if value < 0.1 else f"{value:.2f} ms"
+
+
+def format_us(value: float) -> str:
+    return "–" if math.isnan(value) else f"{value:.1f} µs"
+
+
+def format_ratio(value: float) -> str:
+    if math.isnan(value) or math.isinf(value):
+        return "–"
+    return f"{value:,.0f}×" if value >= 100 else f"{value:.2g}×" if value < 1 else f"{value:.1f}×"
