@@ -7,6 +7,7 @@ so the benchmarks can run at different times and their results still sit side by
 from __future__ import annotations
 
 import math
+import subprocess
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
@@ -15,6 +16,7 @@ __all__ = [
     "format_ratio",
     "format_us",
     "package_version",
+    "source_revision",
     "verdict",
     "write_section",
 ]
@@ -42,6 +44,30 @@ def package_version(name: str) -> str:
         return version(name)
     except PackageNotFoundError:
         return "not installed"
+
+
+def source_revision() -> str:
+    """The commit the code under measurement is at (and whether it has changes beyond
+    it): a before and an after are only comparable with it beside them."""
+    root = Path(__file__).resolve().parent.parent
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=root,
+        ).stdout.strip()
+        changed = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no", "--", "src", "migrations"],
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=root,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return f"{head} with uncommitted changes to src/ or migrations/" if changed else head
 
 
 def verdict(ok: bool) -> str:

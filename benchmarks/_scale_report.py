@@ -17,7 +17,14 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from benchmarks._machine import cpu_count, cpu_model, median
-from benchmarks._report import format_ms, format_ratio, format_us, package_version, verdict
+from benchmarks._report import (
+    format_ms,
+    format_ratio,
+    format_us,
+    package_version,
+    source_revision,
+    verdict,
+)
 from benchmarks._scale_figures import SizeRun, StoreRun, p50, p99, ratio
 from benchmarks.core_bench import GROWTH_SHARE
 
@@ -396,7 +403,7 @@ def render(
     lines = [
         title,
         "",
-        f"- Command: `.venv/bin/{command}` (from the project root)",
+        f"- Command: `.venv/bin/{command}` (from the project root), at commit {source_revision()}",
         f"- Machine: {cpu_count()} CPUs (`nproc`), {cpu_model()}, {platform.system()} "
         f"{platform.release()}; PostgreSQL {run.server_version} on the same machine "
         f"(shared_buffers {settings.get('shared_buffers')}, synchronous_commit "
