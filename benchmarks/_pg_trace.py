@@ -5,8 +5,8 @@ process while it is active (pooled connections forward to them, and so do
 transactions: ``BEGIN``, ``COMMIT`` and savepoints go through ``execute``). Only the
 statements of the task that records (and of tasks it starts meanwhile) count, so a tick
 loop running beside the measured calls adds nothing to them. Each statement is named
-after its constant in ``arkvory_sched.postgres._sql`` when it is one, else after its
-first words. Round trips are what new-session admission costs, so this
+after its constant in ``arkvory_sched.postgres._sql`` or ``_sql_tick`` when it is one,
+else after its first words. Round trips are what new-session admission costs, so this
 is the part of the figures that the machine's load does not change.
 """
 
@@ -23,7 +23,7 @@ from typing import Any
 
 from asyncpg.connection import Connection
 
-from arkvory_sched.postgres import _sql
+from arkvory_sched.postgres import _sql, _sql_tick
 
 __all__ = ["Breakdown", "StatementTrace"]
 
@@ -34,7 +34,8 @@ _SAVEPOINT = re.compile(r"__asyncpg_savepoint_\w+")
 def _names() -> dict[str, str]:
     return {
         " ".join(value.split()): name
-        for name, value in vars(_sql).items()
+        for module in (_sql, _sql_tick)
+        for name, value in vars(module).items()
         if name.isupper() and isinstance(value, str)
     }
 

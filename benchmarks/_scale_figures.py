@@ -69,6 +69,7 @@ class TickSample:
     led: bool
     marked: int = 0
     expired: int = 0
+    statements: dict[str, float] = field(default_factory=dict)  # name -> ms (PostgreSQL)
 
 
 @dataclass(slots=True)

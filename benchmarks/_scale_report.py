@@ -28,7 +28,7 @@ from benchmarks._report import (
 from benchmarks._scale_figures import SizeRun, StoreRun, p50, p99, ratio
 from benchmarks.core_bench import GROWTH_SHARE
 
-__all__ = ["ScaleRun", "heading", "problems", "render", "target_rows"]
+__all__ = ["ScaleRun", "heading", "problems", "render", "target_rows", "tick_statement_rows"]
 
 KIB: Final = 1024
 MIB: Final = 1024 * KIB
@@ -287,6 +287,37 @@ def tick_rows(run: ScaleRun) -> list[str]:
     return rows
 
 
+def tick_statement_rows(run: ScaleRun) -> list[str]:
+    """Where the leader's ticks of the measured window spent their time, by statement."""
+    rows = [
+        "| waiting | statements: mean ms per tick (the most in one tick) "
+        "| the slowest tick: its largest statements |",
+        "| ---: | --- | --- |",
+    ]
+    for size in run.sizes:
+        ticks = size.postgres.ticks if size.postgres else []
+        if not ticks:
+            continue
+        totals: dict[str, float] = {}
+        most: dict[str, float] = {}
+        for tick in ticks:
+            for name, ms in tick.statements.items():
+                totals[name] = totals.get(name, 0.0) + ms
+                most[name] = max(most.get(name, 0.0), ms)
+        top = sorted(totals, key=lambda name: -totals[name])[:5]
+        spent = "; ".join(
+            f"`{name}` {format_ms(totals[name] / len(ticks))} ({format_ms(most[name])})"
+            for name in top
+        )
+        slowest = max(ticks, key=lambda tick: tick.seconds)
+        parts = sorted(slowest.statements.items(), key=lambda item: -item[1])[:3]
+        worst = f"{format_ms(1000 * slowest.seconds)}: " + "; ".join(
+            f"`{name}` {format_ms(ms)}" for name, ms in parts
+        )
+        rows.append(f"| {size.waiting:,} | {spent} | {worst} |")
+    return rows
+
+
 def churn_rows(run: ScaleRun) -> list[str]:
     rows = [
         "| waiting | store | steps (late) | claims | completions | newcomers | polls "
@@ -436,6 +467,8 @@ def render(
         "### 4. The leader's tick in steady churn",
         "",
         *tick_rows(run),
+        "",
+        *tick_statement_rows(run),
         "",
         *churn_rows(run),
         "",

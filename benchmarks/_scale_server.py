@@ -33,7 +33,7 @@ from typing import Any, Final
 
 from arkvory_sched.postgres import PostgresScheduler
 from benchmarks._machine import process_memory
-from benchmarks._pg_trace import StatementTrace
+from benchmarks._pg_trace import Breakdown, StatementTrace
 from benchmarks._scale_driver import Driver, Plan, RealPacer
 from benchmarks._scale_figures import ClientFigures, TickSample
 from benchmarks._scale_workload import ScaleWorkload, scale_settings
@@ -90,50 +90,60 @@ async def _serve(spec: ServerSpec, pipe: Connection) -> ServerResult:
         migrate=False,
     )
     result = ServerResult(spec.role, node)
+    trace = StatementTrace()
+    trace.install()
     stop = asyncio.Event()
-    ticker = asyncio.create_task(_tick_loop(scheduler, stop, result.ticks))
+    ticker = asyncio.create_task(_tick_loop(scheduler, stop, result.ticks, trace))
     try:
         if spec.role == LEADER:
             await _until_leading(scheduler)
             pipe.send(("ready", node))
             await asyncio.to_thread(pipe.recv)
         else:
-            result.clients = await _run_clients(spec, scheduler, pipe, node)
+            result.clients = await _run_clients(spec, scheduler, pipe, node, trace)
     finally:
         stop.set()
         await ticker
+        trace.uninstall()
     result.rss, result.peak_rss = process_memory()
     await scheduler.disconnect()
     return result
 
 
 async def _run_clients(
-    spec: ServerSpec, scheduler: PostgresScheduler, pipe: Connection, node: str
+    spec: ServerSpec,
+    scheduler: PostgresScheduler,
+    pipe: Connection,
+    node: str,
+    trace: StatementTrace,
 ) -> ClientFigures:
-    trace = StatementTrace()
-    trace.install()
-    try:
-        pacer = RealPacer(spec.settle_seconds)
-        driver = Driver(scheduler, ScaleWorkload(spec.waiting), pacer, trace)
-        await driver.start_holders()
-        async with pacer.quiet(driver):  # the holders keep fetching during the fill
-            pipe.send(("ready", node))
-            _, plan = await asyncio.to_thread(pipe.recv)
-        assert isinstance(plan, Plan)
-        return await driver.measure(plan)
-    finally:
-        trace.uninstall()
+    pacer = RealPacer(spec.settle_seconds)
+    driver = Driver(scheduler, ScaleWorkload(spec.waiting), pacer, trace)
+    await driver.start_holders()
+    async with pacer.quiet(driver):  # the holders keep fetching during the fill
+        pipe.send(("ready", node))
+        _, plan = await asyncio.to_thread(pipe.recv)
+    assert isinstance(plan, Plan)
+    return await driver.measure(plan)
 
 
 async def _tick_loop(
-    scheduler: PostgresScheduler, stop: asyncio.Event, ticks: list[TickSample]
+    scheduler: PostgresScheduler,
+    stop: asyncio.Event,
+    ticks: list[TickSample],
+    trace: StatementTrace,
 ) -> None:
-    """The tick every server process runs (as the middleware's lifespan does), timed."""
+    """The tick every server process runs (as the middleware's lifespan does), timed,
+    with the time of each statement it sent (where a slow tick spends it)."""
     while not stop.is_set():
+        statements = Breakdown()
         began, started = time.monotonic(), time.perf_counter()
-        report = await scheduler.tick()
+        with trace.recording(statements):
+            report = await scheduler.tick()
         elapsed = time.perf_counter() - started
-        ticks.append(TickSample(began, elapsed, scheduler.is_leader, report.marked, report.expired))
+        sample = TickSample(began, elapsed, scheduler.is_leader, report.marked, report.expired)
+        sample.statements = dict(statements.ms)
+        ticks.append(sample)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), report.next_tick_in)
 

@@ -2,8 +2,8 @@
 ``InMemoryDownloadScheduler`` at 65,536 and 1,048,576 waiting downloads (issue #17).
 
 Run with ``python -m benchmarks.pg_scale`` (65,536 waiting; ``make bench-pg`` runs it
-after ``pg_bench``) or ``--sizes 65536,1048576`` (``make bench-pg-million``, about a
-quarter of an hour on two CPUs); ``--help`` lists the options and
+after ``pg_bench``) or ``--sizes 65536,1048576`` (``make bench-pg-million``, about ten
+minutes on two CPUs); ``--help`` lists the options and
 ``benchmarks/README.md`` explains the workload and every figure. Needs a PostgreSQL
 server (``$ARKVORY_TEST_DATABASE_URL``, default
 ``postgresql://postgres@127.0.0.1:5432/test``).

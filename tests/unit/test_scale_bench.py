@@ -31,7 +31,14 @@ from benchmarks._scale_fill import (
     fill_memory,
     session_row,
 )
-from benchmarks._scale_report import ScaleRun, heading, problems, render, target_rows
+from benchmarks._scale_report import (
+    ScaleRun,
+    heading,
+    problems,
+    render,
+    target_rows,
+    tick_statement_rows,
+)
 from benchmarks._scale_workload import (
     CI_PRINCIPALS,
     QUEUE_LIMIT,
@@ -262,3 +269,20 @@ def test_a_plan_is_plain_data_the_parent_can_send_to_a_server_process() -> None:
     plan = make_plan(ScaleWorkload(512), QUICK, seed=3)
     assert pickle.loads(pickle.dumps(plan)) == plan
     assert isinstance(plan, Plan)
+
+
+def test_the_ticks_time_is_told_by_statement_and_the_slowest_tick_by_its_largest() -> None:
+    size = _size(65_536, 1.0, 30.0, 40 << 20)
+    assert size.postgres is not None
+    for number, tick in enumerate(size.postgres.ticks):
+        tick.statements = {"QUEUE_SHAPE": 20.0, "HEADS_OF_CLASS": 4.0}
+        if number == 7:
+            tick.seconds = 5.0
+            tick.statements = {"FORGET_OLD_ROUNDS": 4_900.0, "QUEUE_SHAPE": 60.0}
+    rows = tick_statement_rows(ScaleRun(sizes=[size]))
+    assert len(rows) == 3
+    # QUEUE_SHAPE: (39 × 20 + 60) / 40 = 21 ms a tick; at most 60 ms in one.
+    assert "`QUEUE_SHAPE` 21.00 ms (60.00 ms)" in rows[2]
+    assert "`FORGET_OLD_ROUNDS` 122.50 ms (4900.00 ms)" in rows[2]
+    slowest = "| 5000.00 ms: `FORGET_OLD_ROUNDS` 4900.00 ms; `QUEUE_SHAPE` 60.00 ms |"
+    assert rows[2].endswith(slowest)
