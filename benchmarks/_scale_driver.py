@@ -13,6 +13,8 @@ the head of the queue for it); the first ``2 × sessions`` waiters in service or
 every second (a marked one claims the slot and becomes a holder); one waiter far back
 polls; one newcomer arrives at the end of the queue, and three newcomers in four come
 back for their first poll 2 s later while the fourth never does (a no-show 32 s later).
+On PostgreSQL a step's calls start spread over its first half, as requests arrive, and
+run concurrently; in memory they run one after another, then the tick.
 """
 
 from __future__ import annotations

@@ -70,6 +70,7 @@ class TickSample:
     marked: int = 0
     expired: int = 0
     statements: dict[str, float] = field(default_factory=dict)  # name -> ms (PostgreSQL)
+    lost: bool = False  # led when it began, not when it ended: the tick failed
 
 
 @dataclass(slots=True)
@@ -132,6 +133,7 @@ class PostgresExtras:
     explain: dict[str, tuple[float, int, int]] = field(default_factory=dict)  # ms, hit, read
     rss: dict[str, tuple[int, int]] = field(default_factory=dict)  # process -> (RSS, peak)
     leaders: list[str] = field(default_factory=list)  # processes that led a measured tick
+    lost_leads: int = 0  # ticks, all through the size's run, that failed and lost the lead
 
 
 @dataclass(slots=True)

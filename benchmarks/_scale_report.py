@@ -251,7 +251,8 @@ def range_rows(run: ScaleRun) -> list[str]:
 
 def tick_rows(run: ScaleRun) -> list[str]:
     rows = [
-        "| waiting | PostgreSQL median | p99 | leader ticks | ÷ the empty queue's (median) "
+        "| waiting | PostgreSQL median | p99 "
+        "| leader ticks (failed; failed in the size's whole run) | ÷ the empty queue's (median) "
         "| in memory median | p99 | ÷ the empty queue's | PostgreSQL ÷ in memory (median) "
         "| marked / expired per tick (PostgreSQL) "
         "| growth from the previous size (PostgreSQL / in memory) |",
@@ -279,7 +280,8 @@ def tick_rows(run: ScaleRun) -> list[str]:
             )
         previous = size
         rows.append(
-            f"| {size.waiting:,} | {format_ms(pg50)} | {format_ms(pg99)} | {count} "
+            f"| {size.waiting:,} | {format_ms(pg50)} | {format_ms(pg99)} "
+            f"| {count} ({sum(t.lost for t in ticks)}; {size.extras.lost_leads}) "
             f"| {format_ratio(ratio(pg50, bases[0]))} | {format_ms(mem50)} | {format_ms(mem99)} "
             f"| {format_ratio(ratio(mem50, bases[1]))} | {format_ratio(ratio(pg50, mem50))} "
             f"| {marked:.1f} / {expired:.1f} | {growth} |"

@@ -137,12 +137,16 @@ async def _tick_loop(
     with the time of each statement it sent (where a slow tick spends it)."""
     while not stop.is_set():
         statements = Breakdown()
+        leading = scheduler.is_leader
         began, started = time.monotonic(), time.perf_counter()
         with trace.recording(statements):
             report = await scheduler.tick()
         elapsed = time.perf_counter() - started
-        sample = TickSample(began, elapsed, scheduler.is_leader, report.marked, report.expired)
+        # A tick that fails (database trouble) steps down: it was still the leader's.
+        led = leading or scheduler.is_leader
+        sample = TickSample(began, elapsed, led, report.marked, report.expired)
         sample.statements = dict(statements.ms)
+        sample.lost = leading and not scheduler.is_leader
         ticks.append(sample)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), report.next_tick_in)

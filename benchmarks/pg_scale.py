@@ -241,6 +241,7 @@ def measure_postgres(
     ticks = []
     for result in (led, served):
         extras.rss[f"{result.role} process"] = (result.rss, result.peak_rss)
+        extras.lost_leads += sum(t.lost for t in result.ticks)
         mine = [t for t in result.ticks if t.led and start <= t.started < end]
         if mine:
             extras.leaders.append(f"{result.role} process")
