@@ -10,7 +10,8 @@ $(BIN)/.installed: pyproject.toml
 	$(BIN)/pip install --quiet -e '.[test]'
 	touch $@
 
-.PHONY: install run test lint simulate bench bench-http bench-http-at-once bench-instructions bench-pg clean
+.PHONY: install run test lint simulate bench bench-http bench-http-at-once bench-instructions bench-pg \
+	bench-pg-million clean
 install: $(BIN)/.installed
 
 EXAMPLE_DIR := examples/artifacts
@@ -54,9 +55,14 @@ bench-instructions: install
 	$(BIN)/python -m benchmarks.http_instructions
 
 # Needs PostgreSQL: $ARKVORY_TEST_DATABASE_URL, default postgresql://postgres@127.0.0.1:5432/test;
-# see benchmarks/README.md.
+# see benchmarks/README.md. pg_bench, then the queue-length figures at 65,536 waiting.
 bench-pg: install
 	$(BIN)/python -m benchmarks.pg_bench
+	$(BIN)/python -m benchmarks.pg_scale
+
+# The queue-length figures at 65,536 and 1,048,576 waiting (about ten minutes).
+bench-pg-million: install
+	$(BIN)/python -m benchmarks.pg_scale --sizes 65536,1048576
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache

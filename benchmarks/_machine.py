@@ -9,7 +9,7 @@ import platform
 import statistics
 from collections.abc import Sequence
 
-__all__ = ["cpu_count", "cpu_model", "load_average", "median"]
+__all__ = ["cpu_count", "cpu_model", "load_average", "median", "process_memory"]
 
 
 def cpu_count() -> int:
@@ -39,3 +39,18 @@ def load_average() -> str:
 
 def median(values: Sequence[float]) -> float:
     return statistics.median(values) if values else math.nan
+
+
+def process_memory() -> tuple[int, int]:
+    """This process's resident set now and at its peak (``VmRSS``, ``VmHWM``), in bytes;
+    (0, 0) where /proc does not tell."""
+    found = {"VmRSS": 0, "VmHWM": 0}
+    try:
+        with open("/proc/self/status", encoding="ascii", errors="replace") as status:
+            for line in status:
+                name, _, value = line.partition(":")
+                if name in found:
+                    found[name] = int(value.split()[0]) * 1024  # reported in kB
+    except (OSError, ValueError, IndexError):
+        return 0, 0
+    return found["VmRSS"], found["VmHWM"]

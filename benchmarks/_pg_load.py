@@ -60,6 +60,7 @@ from benchmarks.core_bench import Workload
 
 __all__ = [
     "CLAIM",
+    "FILL_COLUMNS",
     "KINDS",
     "LoadResult",
     "LoadSpec",
@@ -558,7 +559,7 @@ async def _claim_worker(
 
 
 # ====================================================================== queue fill
-_FILL_COLUMNS = (
+FILL_COLUMNS = (  # the columns of fill_rows' rows, in order
     "session_key",
     "principal",
     "base_class",
@@ -651,7 +652,7 @@ async def fill_waiting(
         if any(virtual.values()):
             rows = [(*row[:9], row[9] + virtual.get(row[3], 0), *row[10:]) for row in rows]
         await conn.copy_records_to_table(
-            "download_session", records=rows, columns=list(_FILL_COLUMNS)
+            "download_session", records=rows, columns=list(FILL_COLUMNS)
         )
         await conn.executemany(
             "INSERT INTO principal_round AS p (queue_rank, principal, last_tag) "

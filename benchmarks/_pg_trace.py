@@ -2,8 +2,10 @@
 
 ``StatementTrace`` wraps the query methods of ``asyncpg.connection.Connection`` in this
 process while it is active (pooled connections forward to them, and so do
-transactions: ``BEGIN``, ``COMMIT`` and savepoints go through ``execute``). Each
-statement is named after its constant in ``arkvory_sched.postgres._sql`` when it is one,
+transactions: ``BEGIN``, ``COMMIT`` and savepoints go through ``execute``). Only the
+statements of the task that records (and of tasks it starts meanwhile) count, so a tick
+loop running beside the measured calls adds nothing to them. Each statement is named
+after its constant in ``arkvory_sched.postgres._sql`` or ``_sql_tick`` when it is one,
 else after its first words. Round trips are what new-session admission costs, so this
 is the part of the figures that the machine's load does not change.
 """
@@ -15,12 +17,13 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
 from asyncpg.connection import Connection
 
-from arkvory_sched.postgres import _sql
+from arkvory_sched.postgres import _sql, _sql_tick
 
 __all__ = ["Breakdown", "StatementTrace"]
 
@@ -31,7 +34,8 @@ _SAVEPOINT = re.compile(r"__asyncpg_savepoint_\w+")
 def _names() -> dict[str, str]:
     return {
         " ".join(value.split()): name
-        for name, value in vars(_sql).items()
+        for module in (_sql, _sql_tick)
+        for name, value in vars(module).items()
         if name.isupper() and isinstance(value, str)
     }
 
@@ -76,7 +80,7 @@ class StatementTrace:
 
     def __init__(self) -> None:
         self._known = _names()
-        self._target: Breakdown | None = None
+        self._target: ContextVar[Breakdown | None] = ContextVar("statement_trace", default=None)
         self._saved: dict[str, Callable[..., Any]] = {}
 
     def install(self) -> None:
@@ -94,7 +98,7 @@ class StatementTrace:
         trace = self
 
         async def traced(connection: Connection, query: str, *args: Any, **kwargs: Any) -> Any:
-            target = trace._target
+            target = trace._target.get()
             if target is None:
                 return await original(connection, query, *args, **kwargs)
             started = time.perf_counter()
@@ -109,8 +113,8 @@ class StatementTrace:
 
     @contextmanager
     def recording(self, breakdown: Breakdown) -> Iterator[Breakdown]:
-        self._target = breakdown
+        token = self._target.set(breakdown)
         try:
             yield breakdown
         finally:
-            self._target = None
+            self._target.reset(token)

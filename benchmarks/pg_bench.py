@@ -82,6 +82,9 @@ from benchmarks._pg_load import (
     send_arrivals,
 )
 from benchmarks._pg_trace import Breakdown, StatementTrace
+from benchmarks._report import format_ms as _ms
+from benchmarks._report import format_ratio as _ratio
+from benchmarks._report import format_us as _us
 from benchmarks._report import package_version, verdict, write_section
 from benchmarks.core_bench import Workload, quantile
 
@@ -423,7 +426,7 @@ def run_processes(
                 arrivals_out.close()
                 arrival_pipes.append(arrivals_in)
         for pipe, worker in zip(pipes, workers, strict=True):
-            _receive(pipe, worker, READY_TIMEOUT_S)
+            receive(pipe, worker, READY_TIMEOUT_S)
         go = time.monotonic() + 0.2
         start = go + warmup
         end = start + duration
@@ -453,7 +456,7 @@ def run_processes(
             arrivals.join()
         results = []
         for pipe, worker in zip(pipes, workers, strict=True):
-            _, result = _receive(pipe, worker, READY_TIMEOUT_S)
+            _, result = receive(pipe, worker, READY_TIMEOUT_S)
             results.append(result)
         for worker in workers:
             worker.join(30)
@@ -467,7 +470,7 @@ def run_processes(
                 worker.join(5)
 
 
-def _receive(pipe: Any, worker: Any, timeout: float) -> Any:
+def receive(pipe: Any, worker: Any, timeout: float) -> Any:
     """The next message of a worker; fails at once when the worker died."""
     deadline = time.monotonic() + timeout
     while not pipe.poll(0.2):
@@ -962,25 +965,9 @@ async def server_info(dsn: str) -> tuple[str, dict[str, str]]:
     return str(server), values
 
 
-def _ms(value: float) -> str:
-    if math.isnan(value):
-        return "–"
-    return f"{value * 1000:.1f} µs" if value < 0.1 else f"{value:.2f} ms"
-
-
-def _us(value: float) -> str:
-    return "–" if math.isnan(value) else f"{value:.1f} µs"
-
-
 def _share(value: float) -> str:
     """A fraction as a percentage, or "–" when it was not measured (NaN)."""
     return "–" if math.isnan(value) else f"{value:.0%}"
-
-
-def _ratio(value: float) -> str:
-    if math.isnan(value) or math.isinf(value):
-        return "–"
-    return f"{value:,.0f}×" if value >= 100 else f"{value:.2g}×" if value < 1 else f"{value:.1f}×"
 
 
 def _turn_ms(tasks: int, throughput: float) -> float:
@@ -1402,6 +1389,17 @@ def render(run: Run, argv: Sequence[str], wall: float, loads: tuple[str, str]) -
 
 
 # ====================================================================== main
+def reach_server(dsn: str) -> tuple[str, dict[str, str]] | None:
+    """The server's version and settings (``server_info``), or None with a note on how
+    to point the benchmark at a server."""
+    try:
+        return run_async(server_info(dsn), 30)
+    except (OSError, asyncpg.PostgresError, TimeoutError) as error:
+        log(f"PostgreSQL is not reachable at {dsn}: {error}")
+        log(f"Start it, or point ${DSN_VARIABLE} (or --dsn) at a server; see benchmarks/README.md.")
+        return None
+
+
 def parse_levels(text: str) -> tuple[int, ...]:
     levels = tuple(sorted({int(part) for part in text.split(",") if part.strip()}))
     if not levels or any(level < 1 or level > 7 for level in levels):
@@ -1462,12 +1460,12 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _exit_on_sigterm(signum: int, frame: object) -> None:
+def exit_on_sigterm(signum: int, frame: object) -> None:
     raise SystemExit(128 + signum)  # unwinds through the phases: schemas are dropped
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    signal.signal(signal.SIGTERM, exit_on_sigterm)
     args_list = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(args_list)
     dsn: str = args.dsn or os.environ.get(DSN_VARIABLE) or DEFAULT_DSN
@@ -1487,12 +1485,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     output: Path | None = args.output or (None if quick else RESULTS_PATH)
     run = Run(seed=seed if rates else None)
-    try:
-        run.server_version, run.server_settings = run_async(server_info(dsn), 30)
-    except (OSError, asyncpg.PostgresError, TimeoutError) as error:
-        log(f"PostgreSQL is not reachable at {dsn}: {error}")
-        log(f"Start it, or point ${DSN_VARIABLE} (or --dsn) at a server; see benchmarks/README.md.")
+    reached = reach_server(dsn)
+    if reached is None:
         return 2
+    run.server_version, run.server_settings = reached
     load_before = load_average()
     began = time.perf_counter()
 
