@@ -1,7 +1,7 @@
 """Filling both stores with the same waiting downloads, fast and as the store writes them.
 
 PostgreSQL: the rows a newcomer's ``admit_session`` writes (``INSERT_SESSION`` with the
-turn ``NEXT_TAG`` gives), after the waiter polled once (``RECORD_CHECK``), written with
+turn ``ROUND_TAG`` gives), after the waiter polled once (``RECORD_CHECK``), written with
 one ``COPY``, together with everything an admission counts (``principal_round``,
 ``principal_load``, the 16 ``queue_admitted`` shards), then ``VACUUM (ANALYZE)`` — what
 autovacuum does soon after a bulk insert, so that the planner knows the table and the

@@ -8,7 +8,7 @@ The waiting downloads, in arrival order ``0 .. waiting - 1``, all in class ``rel
 (service accounts): one arrival in four is the only download of a principal of its own
 (``solo-…``, the tail of one-off principals), the others come from up to 1,000 CI
 principals (``ci-…``) in turn, so at 1,048,000 waiting each CI principal has 786. A
-principal's k-th waiter gets round-robin turn k of the current round, as ``NEXT_TAG``
+principal's k-th waiter gets round-robin turn k of the current round, as ``ROUND_TAG``
 and the in-memory fair queue both assign it (``last_tag = max(virtual time, last_tag) +
 1``), so the queue's service order is (turn, arrival). Downloads after the fill
 (``index >= waiting``) are newcomers of the CI principals: each takes its principal's
