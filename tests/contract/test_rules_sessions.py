@@ -1,6 +1,7 @@
 """The life of a download session, on every implementation: pause and resume keeping the
-arrival (R-SESS-9), the tail-only hold (R-SESS-10), no-shows (R-SESS-7) and ranges per
-session across processes (R-SESS-11)."""
+arrival (R-SESS-9), the tail-only hold (R-SESS-10), completion however the last range
+ends (R-SESS-8), no-shows (R-SESS-7) and ranges per session across processes
+(R-SESS-11)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,14 @@ from collections.abc import Awaitable, Callable
 import pytest
 from _pytest.fixtures import SubRequest
 
-from arkvory_sched import ByteRange, DownloadScheduler, RangeKind, RejectReason, SchedulerSettings
+from arkvory_sched import (
+    ByteRange,
+    DownloadScheduler,
+    Interrupted,
+    RangeKind,
+    RejectReason,
+    SchedulerSettings,
+)
 from arkvory_sched.testing import FakeClock
 
 from ._requests import (
@@ -96,6 +104,47 @@ async def test_tail_only_session_holds_its_slot_five_seconds_and_keeps_its_tail(
     await deliver(scheduler, await admitted(scheduler, big(byte_range=rest)))
     stats = await scheduler.stats()
     assert (stats.active, stats.paused, stats.completed_total) == (0, 0, 1)
+
+
+async def test_session_completes_when_its_last_range_is_dropped_after_every_byte_arrived(
+    make_scheduler: MakeScheduler,
+) -> None:
+    """R-SESS-8: a download covered from its start to the last byte completes when its
+    last range in flight ends, even when that range (a second read of bytes already
+    delivered) is dropped: its slot is free at once for the next download. (The
+    PostgreSQL store once judged completion only after a delivery: the slot stayed held
+    until the idle release.)"""
+    scheduler = await make_scheduler(contract_settings(sessions=1))
+    first = await admitted(scheduler, big(byte_range=chunk(0)))
+    again = await admitted(scheduler, big(byte_range=chunk(0)))
+    await deliver(scheduler, first)
+    for index in range(1, BIG // RANGE):
+        await deliver(scheduler, await admitted(scheduler, big(byte_range=chunk(index))))
+    assert (await scheduler.stats()).active == 1  # the second read is still in flight
+    await scheduler.report(again.grant, Interrupted())
+    assert (await scheduler.stats()).active == 0
+    await deliver(scheduler, await admitted(scheduler, big("laptop", "dl-l")))
+
+
+async def test_no_show_and_pause_expire_at_their_deadline_exactly(
+    make_scheduler: MakeScheduler, clock: FakeClock
+) -> None:
+    """R-SESS-7, R-SESS-9: a deadline is due at its own instant, on both stores. A
+    newcomer's is its check (2 s) plus the margin (30 s); a pause lasts 600 s. (The
+    PostgreSQL store once kept both one tick longer when a tick fell on the instant.)"""
+    scheduler = await make_scheduler(contract_settings(sessions=1, idle_seconds=30.0))
+    holder = await admitted(scheduler, big("holder", "dl-h", byte_range=chunk(0)))
+    await queued(scheduler, big("alpha", "dl-a"))
+    clock.advance(32.0)
+    await scheduler.tick()
+    assert (await scheduler.stats()).no_shows_total == 1
+    await deliver(scheduler, holder)
+    clock.advance(30.5)
+    await scheduler.tick()  # idle past 30 s: paused until 600 s from now
+    assert (await scheduler.stats()).paused == 1
+    clock.advance(600.0)
+    await scheduler.tick()
+    assert (await scheduler.stats()).paused == 0
 
 
 async def test_no_show_is_removed_after_check_at_and_rejoins_at_the_end(

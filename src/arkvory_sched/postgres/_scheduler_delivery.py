@@ -54,9 +54,7 @@ class SchedulerDelivery(SchedulerAnswers):
                 if give_back:
                     await self._give_back_ranges(conn, [(lease, give_back)])
                 if counted is None:
-                    await conn.execute(
-                        sql.RECORD_INTERRUPTION, lease.key, lease.token, now, not lease.in_flight
-                    )
+                    await self._record_interruption(conn, lease, now)
                 else:
                     await self._record_delivery(conn, lease, counted, now)
         except DATABASE_ERRORS as error:
@@ -115,6 +113,25 @@ class SchedulerDelivery(SchedulerAnswers):
             not lease.in_flight,
             lease.slot_no,
         )
+        self._after_record(lease, outcome)
+
+    async def _record_interruption(
+        self, conn: asyncpg.Connection, lease: Lease, now: float
+    ) -> None:
+        """One statement (``record_interruption``): activity, the short hold, and the
+        completion of a session whose ranges all arrived before its last one was dropped
+        (R-SESS-8, as in memory: completion does not depend on how the last range ends)."""
+        outcome = await conn.fetchval(
+            sql.RECORD_INTERRUPTION,
+            lease.key,
+            lease.token,
+            now,
+            not lease.in_flight,
+            lease.slot_no,
+        )
+        self._after_record(lease, outcome)
+
+    def _after_record(self, lease: Lease, outcome: str) -> None:
         if outcome == "fenced":
             self._leases.forget(lease.key)  # the lease is gone: fenced out
         elif outcome == "completed":

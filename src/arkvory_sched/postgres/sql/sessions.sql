@@ -69,10 +69,11 @@ WHERE session_key = $1 AND state = 0
 SELECT record_delivery($1, $2, $3, $4, $5, $6, $7, $8, $9)
 
 -- name: record_interruption
-UPDATE download_session AS d
-SET last_activity = $3, interrupted = d.interrupted OR $4
-FROM download_slot AS s
-WHERE d.session_key = $1 AND s.session_key = $1 AND s.lease_token = $2
+-- An interrupted or failed range, fenced: activity, the short hold when nothing else of
+-- the session is in flight here, and its completion when its delivered ranges already
+-- cover it (R-SESS-8: however the last range ends; migration 0008). Answers 'fenced',
+-- 'recorded' or 'completed', as record_delivery does.
+SELECT record_interruption($1, $2, $3, $4, $5)
 
 -- name: note_release
 UPDATE queue_state SET last_release = $1

@@ -56,14 +56,16 @@ WHERE d.state = 1
 SELECT count(*) FROM gone
 
 -- name: expire_no_shows
+-- Due at the deadline itself, as in memory (R-SESS-7): not one tick later.
 WITH gone AS (
-    DELETE FROM download_session WHERE state = 0 AND no_show_at < $1 RETURNING principal
+    DELETE FROM download_session WHERE state = 0 AND no_show_at <= $1 RETURNING principal
 )
 {count_gone}
 
 -- name: expire_paused
+-- Due at the end of the retention itself, as in memory (R-SESS-9).
 WITH gone AS (
-    DELETE FROM download_session WHERE state = 2 AND paused_until < $1 RETURNING principal
+    DELETE FROM download_session WHERE state = 2 AND paused_until <= $1 RETURNING principal
 )
 {count_gone}
 
