@@ -94,3 +94,27 @@ async def test_per_principal_share_holds_only_while_another_principal_waits(
     assert (await scheduler.stats()).active == 2
     for decision in (second, beyond):
         await deliver(scheduler, decision)
+
+
+async def test_per_principal_share_is_judged_when_the_marked_waiter_comes(
+    make_scheduler: MakeScheduler, clock: FakeClock
+) -> None:
+    """R-CLASS-5 at the claim: a waiter marked while nobody contended does not take the
+    slot beyond its principal's share once a contender has arrived since the tick; the
+    contender is served at the next tick. (The PostgreSQL store once checked the share
+    only when marking: the marked waiter took the slot.)"""
+    scheduler = await make_scheduler(contract_settings(sessions=2, per_principal=1))
+    held = await admitted(scheduler, big("fleet", "dl-1"))
+    other = await admitted(scheduler, big("ci", "dl-c"))
+    beyond = big("fleet", "dl-2")
+    await queued(scheduler, beyond)
+    await deliver(scheduler, other)
+    clock.advance(0.5)
+    await scheduler.tick()  # marks the fleet's waiter: nobody below the share waits
+    laptop = big("laptop", "dl-l")
+    await queued(scheduler, laptop)  # arrives after the marking: a contender now
+    await queued(scheduler, beyond)
+    served, contender = await serve_next(scheduler, clock, [beyond, laptop], complete=False)
+    assert served is laptop
+    for decision in (held, contender):
+        await deliver(scheduler, decision)

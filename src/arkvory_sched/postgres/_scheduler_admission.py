@@ -26,6 +26,7 @@ from ..policy import (
     backup_may_take_slot,
     busy_retry_after,
     no_show_at,
+    over_share_with_contenders,
     promote_at,
     smallest_first_key,
     uses_sessions,
@@ -368,12 +369,21 @@ class SchedulerAdmission(SchedulerAnswers):
     async def _may_take_marked_slot(
         self, conn: asyncpg.Connection, row: asyncpg.Record, now: float
     ) -> bool:
-        if not row["mark_backup"]:
-            return True
-        # A back-up takes a freed slot only when the first marked waiters did not come
-        # for it within one of their poll periods (as in memory, ADR 0002).
-        snapshot = await self._queue_snapshot(conn, fresh=True)
-        return backup_may_take_slot(now, snapshot.last_release)
+        """As in memory: a back-up's grace, then the per-principal share with the
+        contenders waiting now (R-CLASS-5); the claim checks the slots themselves."""
+        if row["mark_backup"]:
+            # A back-up takes a freed slot only when the first marked waiters did not
+            # come for it within one of their poll periods (as in memory, ADR 0002).
+            snapshot = await self._queue_snapshot(conn, fresh=True)
+            if not backup_may_take_slot(now, snapshot.last_release):
+                return False
+        # The mark is a tick old: whether the share binds is judged on the queue as it
+        # is now, not as the tick saw it.
+        per_principal = self._settings.per_principal
+        share = await conn.fetchrow(sql.CLAIMANT_SHARE, row["principal"], per_principal)
+        return not over_share_with_contenders(
+            share["principal_active"], per_principal, share["contenders"]
+        )
 
     async def _claim(
         self,

@@ -76,6 +76,7 @@ REQUEST_YIELD: Final = statement("request_yield")
 REQUEUE_YIELDER: Final = statement("requeue_yielder")
 ACTIVE_BY_PRINCIPAL: Final = statement("active_by_principal")
 UNDER_SHARE_WAITING: Final = statement("under_share_waiting")
+CLAIMANT_SHARE: Final = statement("claimant_share")
 
 # ----------------------------------------------------------------------------- tick.sql
 # (the rest of tick.sql is indexed by _sql_tick)

@@ -53,3 +53,19 @@ GROUP BY d.principal
 -- name: under_share_waiting
 SELECT EXISTS (SELECT 1 FROM download_session
                WHERE state = 0 AND NOT (principal = ANY($1::text[])))
+
+-- name: claimant_share
+-- R-CLASS-5 when a marked waiter comes for its slot, as in memory: the slots its
+-- principal ($1) holds now, and whether a waiter of a principal below the share ($2)
+-- waits now. The marks are a tick old; a waiter of another principal may have arrived
+-- since, or the principal may have taken a slot with another download.
+WITH held AS (
+    SELECT d.principal, count(*) AS n FROM download_slot AS s
+    JOIN download_session AS d ON d.session_key = s.session_key
+    GROUP BY d.principal
+)
+SELECT coalesce((SELECT n FROM held WHERE held.principal = $1), 0) AS principal_active,
+       EXISTS (SELECT 1 FROM download_session AS w
+               WHERE w.state = 0
+                 AND coalesce((SELECT n FROM held WHERE held.principal = w.principal), 0)
+                     < $2) AS contenders
