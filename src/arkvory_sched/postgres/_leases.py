@@ -94,7 +94,7 @@ class LeaseCache:
         """
         lease = self._leases.get(key)
         if lease is None or lease.token != token:
-            in_flight = lease.in_flight if lease is not None and lease.token == token else 0
+            # A new lease (or one with a new token): nothing of it is in flight yet.
             lease = Lease(
                 key,
                 slot_no,
@@ -104,7 +104,6 @@ class LeaseCache:
                 arrival_wall_ms,
                 0.0,
                 held,
-                in_flight,
                 share=1 if claimed else 0,
             )
             self._leases[key] = lease
