@@ -34,6 +34,7 @@ from arkvory_sched import (
     SchedulerSettings,
 )
 from arkvory_sched.postgres import PostgresScheduler
+from arkvory_sched.postgres._scheduler_state import STORAGE_RETRY_AFTER
 from tests.pg import database_url
 
 from .conftest import (
@@ -90,7 +91,12 @@ def _check_downloads(fleet: Fleet, downloads: Sequence[Download]) -> None:
 
 TERMINATE_SECONDS = 60.0
 LOAD_CLIENTS = 24
-FIRST_GRANT_BOUND = 2.0
+# What a client is promised after database trouble: its 503 says Retry-After
+# STORAGE_RETRY_AFTER, and a client that follows it is granted by its second return. The
+# probe asks every 100 ms, so it usually sees the grant far sooner (0.5 s on a quiet
+# machine), but reconnecting three servers' pools on a loaded 2-core machine has taken
+# just over 2 s, which is no broken promise.
+FIRST_GRANT_BOUND = 2.0 * STORAGE_RETRY_AFTER
 
 TERMINATE_FLEET = """
 SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
