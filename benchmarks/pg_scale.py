@@ -21,6 +21,7 @@ however the size ends.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import gc
 import json
 import os
@@ -38,6 +39,7 @@ import asyncpg
 from arkvory_sched import InMemoryDownloadScheduler, generate_key
 from arkvory_sched._session_keys import session_key
 from arkvory_sched.postgres import _sql as sql
+from arkvory_sched.postgres._leader import PLACE_BUCKET, exact_head
 from arkvory_sched.testing import FakeClock
 from benchmarks._machine import load_average
 from benchmarks._report import write_section
@@ -46,7 +48,7 @@ from benchmarks._scale_figures import PostgresExtras, SizeRun, StoreRun
 from benchmarks._scale_fill import fill_memory, fill_postgres
 from benchmarks._scale_report import ScaleRun, heading, problems, render
 from benchmarks._scale_server import LEADER, SERVER, ServerSpec, server_process
-from benchmarks._scale_workload import ScaleWorkload, scale_settings, waiting_for
+from benchmarks._scale_workload import SESSIONS, ScaleWorkload, scale_settings, waiting_for
 from benchmarks.pg_bench import (
     DEFAULT_DSN,
     DSN_VARIABLE,
@@ -171,6 +173,7 @@ async def _prepare(
             fill = await fill_postgres(connection, workload)
             extras.copy_seconds, extras.vacuum_seconds = fill.copy_seconds, fill.vacuum_seconds
             extras.check_seconds = fill.check_seconds
+        await folded(connection)
         fill_seconds = time.perf_counter() - started
         extras.database_bytes, extras.relations = await database_size(connection, schema)
         for label, index, _ in plan.positions:
@@ -178,6 +181,22 @@ async def _prepare(
         return fill_seconds
     finally:
         await connection.close()
+
+
+async def folded(conn: asyncpg.Connection) -> None:
+    """Wait until the leader has folded the fill into its place buckets (ADR 0020): the
+    figures are of the steady state, not of the catch-up after a million inserts."""
+    deadline = time.monotonic() + FILL_TIMEOUT_S
+    while await conn.fetchval("SELECT EXISTS (SELECT 1 FROM queue_change)"):
+        if time.monotonic() > deadline:
+            raise TimeoutError("the leader did not fold the fill in time")
+        await asyncio.sleep(0.5)
+    while await conn.fetchval(
+        "SELECT EXISTS (SELECT 1 FROM place_bucket WHERE waiting > $1)", 2 * PLACE_BUCKET
+    ):
+        if time.monotonic() > deadline:
+            raise TimeoutError("the leader did not cut the fill's buckets in time")
+        await asyncio.sleep(0.5)
 
 
 async def database_size(conn: asyncpg.Connection, schema: str) -> tuple[int, list[tuple[str, int]]]:
@@ -206,7 +225,9 @@ async def explain_position(
     times: list[float] = []
     hit = read = 0
     for _ in range(EXPLAIN_RUNS):
-        text = await conn.fetchval("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + sql.POSITION, key)
+        text = await conn.fetchval(
+            "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + sql.POSITION, key, exact_head(SESSIONS)
+        )
         plan = json.loads(text)[0]
         times.append(float(plan["Execution Time"]))
         hit = int(plan["Plan"].get("Shared Hit Blocks", 0))

@@ -29,7 +29,6 @@ from arkvory_sched.policy import caught_up
 from arkvory_sched.postgres import PostgresScheduler
 from arkvory_sched.postgres import _sql as sql
 from arkvory_sched.postgres import _sql_tick as tick_sql
-from arkvory_sched.postgres._leader import SHAPE_REUSE_WAITING
 from tests.postgres._helpers import SIZE, download, statements_sent
 
 pytestmark = pytest.mark.anyio
@@ -444,23 +443,30 @@ async def _fill_waiting(db: asyncpg.Connection, count: int) -> None:
     )
 
 
-@pytest.mark.parametrize(("waiting", "counts"), [(SHAPE_REUSE_WAITING, 1), (100, 2)])
-async def test_the_leader_counts_a_long_queue_at_most_every_two_seconds(
-    database_url: str, schema: str, db: asyncpg.Connection, waiting: int, counts: int
+async def test_the_leader_takes_class_lengths_from_the_buckets_not_from_a_scan(
+    database_url: str, schema: str, db: asyncpg.Connection
 ) -> None:
-    """A short queue is counted on every tick; a long one's count is reused briefly."""
+    """Every tick stores exact class lengths; none of its statements counts the queue."""
+    waiting = 3000
     await _fill_waiting(db, waiting)
     scheduler = await PostgresScheduler.connect(
         database_url, schema=schema, migrate=False, pool_size=2, settings=SchedulerSettings()
     )
     try:
-        shape = " ".join(sql.QUEUE_SHAPE.split())
         with statements_sent() as sent:
             await scheduler.tick()
             await scheduler.tick()
         assert scheduler.is_leader
-        assert sent.count(shape) == counts
+        assert not [s for s in sent if "count(*) FILTER" in s or "GROUP BY d.base_class" in s]
         lengths = await db.fetchval("SELECT class_lengths FROM queue_state")
         assert list(lengths) == [0, 0, waiting, 0]
+        buckets = await db.fetch(
+            "SELECT waiting, ahead FROM place_bucket WHERE queue_rank = 2 ORDER BY ahead"
+        )
+        assert sum(b["waiting"] for b in buckets) == waiting
+        assert len(buckets) >= 2  # the first fold cut the first bucket
+        assert [b["ahead"] for b in buckets] == [
+            sum(b["waiting"] for b in buckets[:i]) for i in range(len(buckets))
+        ]
     finally:
         await scheduler.disconnect()

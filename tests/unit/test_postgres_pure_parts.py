@@ -1,14 +1,10 @@
 """The parts of the PostgreSQL implementation that need no database: the lease cache's
-trust rule and the reuse of the queue's shape (the rules are tested in test_policy_*)."""
+trust rule and the exact head of a poll's place (the rules are tested in test_policy_*)."""
 
 from __future__ import annotations
 
 from arkvory_sched import DownloadClass
-from arkvory_sched.postgres._leader import (
-    SHAPE_REUSE_SECONDS,
-    SHAPE_REUSE_WAITING,
-    QueueShape,
-)
+from arkvory_sched.postgres._leader import PLACE_BUCKET, exact_head
 from arkvory_sched.postgres._leases import LeaseCache
 
 MIB = 1024 * 1024
@@ -83,9 +79,6 @@ def test_dropping_untrusted_leases_keeps_those_with_responses_in_flight() -> Non
     assert cache.in_flight_keys() == [b"busy"]
 
 
-def test_a_queue_shape_is_reused_only_for_a_long_queue_and_briefly() -> None:
-    long = QueueShape((0, 10, SHAPE_REUSE_WAITING, 0), 1.0, SHAPE_REUSE_WAITING + 10, 100.0)
-    assert long.reusable(100.0 + SHAPE_REUSE_SECONDS - 0.01)
-    assert not long.reusable(100.0 + SHAPE_REUSE_SECONDS)
-    short = QueueShape((0, 1, SHAPE_REUSE_WAITING - 2, 0), 1.0, SHAPE_REUSE_WAITING, 100.0)
-    assert not short.reusable(100.0)
+def test_the_exact_head_covers_twice_what_the_next_ticks_serve_and_a_bucket() -> None:
+    assert exact_head(8) == PLACE_BUCKET
+    assert exact_head(1000) == 4000

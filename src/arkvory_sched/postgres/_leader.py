@@ -44,17 +44,28 @@ from ..policy import (
 from . import _sql as sql
 from . import _sql_tick as tick_sql
 
-__all__ = ["LeaderOutcome", "QueueLeader"]
+__all__ = ["PLACE_BUCKET", "LeaderOutcome", "QueueLeader", "exact_head"]
 
 log = logging.getLogger("arkvory_sched.postgres")
 
 ROUND_CLEANUP_SECONDS = 60.0
-# Counting a long queue's shape is a scan of every waiting row (17 ms at 65,536 on two
-# CPUs that also serve admissions): from this many waiting on, a count up to this old
-# is reused. Estimates move by a few sessions in that time, and a queue this long
-# cannot look empty to the marking while it is reused.
-SHAPE_REUSE_WAITING = 4096
-SHAPE_REUSE_SECONDS = 2.0
+# The place buckets' size (ADR 0020): a poll counts at most about twice this many
+# waiters of its own bucket; the leader's fold touches one row per bucket.
+PLACE_BUCKET = 1024
+# The most changes one fold takes: a burst (a migration of a long queue, a strategy
+# switch that gives every waiter a new key) is folded over several ticks, each well
+# inside the statement timeout, while positions lag by what is not folded yet.
+FOLD_LIMIT = 65536
+
+
+def exact_head(sessions: int) -> int:
+    """Below this many waiters ahead of its bucket, a poll counts its place exactly.
+
+    Twice the waiters the next ticks can serve (twice ``2 × sessions``), and never less
+    than a bucket: the first ``2 × sessions`` of a class see their exact place unless
+    more than that many waiters ahead of them left within one tick.
+    """
+    return max(4 * sessions, PLACE_BUCKET)
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,13 +75,6 @@ class QueueShape:
     lengths: tuple[int, ...]
     waiting_bytes: float
     sessions: int
-    counted_at: float  # the process's monotonic clock: a cache's age, not a decision
-
-    def reusable(self, real: float) -> bool:
-        return (
-            sum(self.lengths) >= SHAPE_REUSE_WAITING
-            and real - self.counted_at < SHAPE_REUSE_SECONDS
-        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,7 +112,6 @@ class QueueLeader:
         self.token: int | None = None
         self.since = 0.0  # when this process became leader (queue time)
         self._next_round_cleanup = 0.0
-        self._shape: QueueShape | None = None
 
     @property
     def is_leader(self) -> bool:
@@ -116,7 +119,6 @@ class QueueLeader:
 
     def step_down(self) -> None:
         self.token = None
-        self._shape = None
 
     async def elect(self, conn: asyncpg.Connection) -> bool:
         """Renew or take the leader lease; False when another live process holds it."""
@@ -145,10 +147,10 @@ class QueueLeader:
 
         ``now`` and ``last_trouble`` are queue time (the scheduler's clock).
         """
-        # The caches' ages (the shape count, the round cleanup) on queue time too: a
-        # reused count shapes marks and estimates, so it must not depend on real time.
+        if not await self._fold(conn):
+            return LeaderOutcome(0, 0, ())
+        # The round cleanup's age on queue time too, like every decision of the tick.
         real = now
-        counted: QueueShape | None = None  # kept once the tick that counted it commits
         async with conn.transaction():
             confirmed = await conn.fetchval(sql.CONFIRM_LEADERSHIP, self._node, self.token)
             if confirmed is None:
@@ -178,12 +180,10 @@ class QueueLeader:
             if real >= self._next_round_cleanup:
                 self._next_round_cleanup = real + ROUND_CLEANUP_SECONDS
                 await conn.execute(tick_sql.FORGET_OLD_ROUNDS)
-            shape = self._shape
-            if shape is None or not shape.reusable(real):
-                shape = counted = await _count_shape(conn, real)
-                last_writes.append(
-                    (sql.STORE_SHAPE, (list(shape.lengths), shape.waiting_bytes, shape.sessions))
-                )
+            shape = await _count_shape(conn)
+            last_writes.append(
+                (sql.STORE_SHAPE, (list(shape.lengths), shape.waiting_bytes, shape.sessions))
+            )
             lengths = shape.lengths
             idle_classes = [rank for rank in range(CLASS_COUNT) if not lengths[rank]]
             # Every grant advances its class's row, so the catch-up is written last too
@@ -200,12 +200,25 @@ class QueueLeader:
                 yielding = await self._maybe_preempt(conn, settings, now, idle_classes)
             for statement, arguments in last_writes:
                 await conn.execute(statement, *arguments)
-        if counted is not None:
-            self._shape = counted
         if reaped or released:
             log.info("released %d dead and %d idle leases", reaped, len(released))
         expired = no_shows + expired_paused + reaped + len(released)
         return LeaderOutcome(expired, marked, tuple(released), yielding)
+
+    async def _fold(self, conn: asyncpg.Connection) -> bool:
+        """Fold the queue's changes into the place buckets (ADR 0020); False if not leader.
+
+        A transaction of its own at REPEATABLE READ: the changes it takes and the rows
+        it counts when it cuts a bucket are seen as of one snapshot, so no count drifts.
+        Only leader rows are written, so nothing else can make it fail to serialize.
+        """
+        async with conn.transaction(isolation="repeatable_read"):
+            confirmed = await conn.fetchval(sql.CONFIRM_LEADERSHIP, self._node, self.token)
+            if confirmed is None:
+                self.token = None
+                return False
+            await conn.fetchval(tick_sql.FOLD_QUEUE_CHANGES, PLACE_BUCKET, FOLD_LIMIT)
+        return True
 
     async def _release_idle(
         self,
@@ -431,12 +444,8 @@ async def _caught_up_passes(conn: asyncpg.Connection, idle_classes: Sequence[int
     return caught_up(passes, idle_classes, float(row["global_pass"]))
 
 
-async def _count_shape(conn: asyncpg.Connection, real: float) -> QueueShape:
-    lengths = [0] * CLASS_COUNT
-    waiting_bytes = 0.0
-    sessions = 0
-    for row in await conn.fetch(sql.QUEUE_SHAPE):
-        lengths[row["queue_rank"]] = row["n"]
-        waiting_bytes += row["bytes"]
-        sessions += row["sessions"]
-    return QueueShape(tuple(lengths), waiting_bytes, sessions, real)
+async def _count_shape(conn: asyncpg.Connection) -> QueueShape:
+    row = await conn.fetchrow(sql.QUEUE_SHAPE)
+    return QueueShape(
+        tuple(int(n) for n in row["lengths"]), float(row["waiting_bytes"]), int(row["sessions"])
+    )

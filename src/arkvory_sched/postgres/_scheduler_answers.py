@@ -28,6 +28,7 @@ from ..policy import (
 )
 from . import _sql as sql
 from ._estimates import QueueSnapshot, read_snapshot
+from ._leader import exact_head
 from ._leases import Lease
 from ._scheduler_state import (
     NEWCOMER_COUNT_CAP,
@@ -57,7 +58,9 @@ class SchedulerAnswers(SchedulerState):
         length stands in: the estimate costs the same at the end of a long queue.
         """
         is_newcomer = newcomer is not None
-        row = newcomer if newcomer is not None else await conn.fetchrow(sql.POSITION, key)
+        row = newcomer
+        if row is None:
+            row = await conn.fetchrow(sql.POSITION, key, exact_head(self._settings.sessions))
         if row is None:  # activated or released by another process a moment ago
             return self._reject(RejectReason.STORAGE_UNAVAILABLE, 1, cls)
         snapshot = await self._queue_snapshot(conn)

@@ -13,11 +13,20 @@ SELECT q.last_release, q.free_at_mark, q.finish_table, q.finish_table_at, q.flee
 FROM queue_state AS q
 
 -- name: queue_shape
-SELECT queue_rank,
-       count(*) FILTER (WHERE state = 0) AS n,
-       coalesce(sum(object_size) FILTER (WHERE state = 0), 0)::float8 AS bytes,
-       count(*) AS sessions
-FROM download_session GROUP BY queue_rank
+-- Waiting sessions and their bytes per class, and all sessions (the queue's bound),
+-- exact at this statement: the buckets and tallies as of the leader's last fold
+-- (migration 0009) plus the changes since, which are as few as one tick's churn.
+SELECT array_agg((coalesce(b.waiting, 0) + coalesce(q.waiting, 0))::bigint
+                 ORDER BY c.queue_rank) AS lengths,
+       (coalesce(sum(b.bytes), 0) + coalesce(sum(q.bytes), 0))::float8 AS waiting_bytes,
+       ((SELECT coalesce(sum(t.sessions), 0) FROM session_tally AS t)
+           + (SELECT coalesce(sum(m.delta), 0) FROM queue_change AS m))::bigint AS sessions
+FROM class_state AS c
+LEFT JOIN (SELECT queue_rank, sum(waiting) AS waiting, sum(bytes) AS bytes
+           FROM place_bucket GROUP BY queue_rank) AS b ON b.queue_rank = c.queue_rank
+LEFT JOIN (SELECT queue_rank, sum(delta) AS waiting, sum(delta * object_size)::float8 AS bytes
+           FROM queue_change WHERE state = 0 GROUP BY queue_rank) AS q
+    ON q.queue_rank = c.queue_rank
 
 -- name: store_shape
 UPDATE queue_state SET class_lengths = $1, waiting_bytes = $2, session_count = $3
@@ -38,10 +47,19 @@ WHERE c.queue_rank = ANY($1::smallint[]) AND c.pass < g.pass
 SELECT {last_grant_pass}
 
 -- name: stats
-SELECT d.base_class, d.state, count(*) AS n, min(d.waiting_since) AS oldest,
-       sum(d.object_size)::float8 AS bytes
-FROM download_session AS d
-GROUP BY d.base_class, d.state
+-- Sessions per base class and state from the tallies of the leader's last fold plus
+-- the changes since (migration 0009), and each class's oldest waiter by an index probe:
+-- no scan of the queue however long it is.
+SELECT t.base_class, t.state, t.sessions + coalesce(q.n, 0) AS n,
+       (t.bytes + coalesce(q.bytes, 0))::float8 AS bytes,
+       CASE WHEN t.state = 0 THEN (SELECT min(d.waiting_since) FROM download_session AS d
+                                   WHERE d.state = 0 AND d.base_class = t.base_class)
+       END AS oldest
+FROM session_tally AS t
+LEFT JOIN (SELECT base_class, state, sum(delta) AS n,
+                  sum(delta * object_size)::float8 AS bytes
+           FROM queue_change GROUP BY base_class, state) AS q
+    ON q.base_class = t.base_class AND q.state = t.state
 
 -- name: counters
 SELECT completed_total, no_shows_total, idle_releases_total, reaped_total, fleet_rate,

@@ -44,14 +44,30 @@ SET state = 0, queue_rank = base_class, order_key = $2, aging_since = $3, promot
 WHERE session_key = $1 AND state = 2
 
 -- name: position
--- Everything a queued answer needs, in one round trip: the waiters ahead in the
--- session's own class (an index range), and the class lengths for the stride estimate.
-SELECT d.queue_rank, d.marked,
-       (SELECT count(*) FROM download_session AS w
-        WHERE w.state = 0 AND w.queue_rank = d.queue_rank
-          AND (w.order_key, w.arrival, w.seq) < (d.order_key, d.arrival, d.seq)) AS own_ahead,
-       d.first_estimate
+-- Everything a queued answer needs, in one round trip (ADR 0020). The session's bucket
+-- (one index probe) says how many waited before it at the leader's last fold; only the
+-- waiters of its own bucket ahead of it are counted, at most about twice the bucket
+-- size. Near the head ($2 = the exact head) everyone ahead is counted instead, so the
+-- waiters the next ticks can serve see their exact place.
+SELECT d.queue_rank, d.marked, d.first_estimate,
+       CASE WHEN coalesce(b.ahead, 0) < $2 THEN
+           (SELECT count(*) FROM download_session AS w
+            WHERE w.state = 0 AND w.queue_rank = d.queue_rank
+              AND (w.order_key, w.arrival, w.seq) < (d.order_key, d.arrival, d.seq))
+       ELSE b.ahead +
+           (SELECT count(*) FROM download_session AS w
+            WHERE w.state = 0 AND w.queue_rank = d.queue_rank
+              AND (w.order_key, w.arrival, w.seq) >= (b.lo_key, b.lo_arrival, b.lo_seq)
+              AND (w.order_key, w.arrival, w.seq) < (d.order_key, d.arrival, d.seq))
+       END AS own_ahead
 FROM download_session AS d
+LEFT JOIN LATERAL (
+    SELECT p.ahead, p.lo_key, p.lo_arrival, p.lo_seq FROM place_bucket AS p
+    WHERE p.queue_rank = d.queue_rank
+      AND (p.lo_key, p.lo_arrival, p.lo_seq) <= (d.order_key, d.arrival, d.seq)
+    ORDER BY p.lo_key DESC, p.lo_arrival DESC, p.lo_seq DESC
+    LIMIT 1
+) AS b ON true
 WHERE d.session_key = $1 AND d.state = 0
 
 -- name: record_check

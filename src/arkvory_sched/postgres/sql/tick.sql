@@ -78,25 +78,41 @@ UPDATE queue_state SET no_shows_total = no_shows_total + $1,
 -- Also forgets the counts of principals without sessions (their rows come back with
 -- their next session), so those tables stay as small as the queue, and their turns
 -- (the in-memory queue forgets a principal with its last session; admit_session does
--- the same for a principal whose counts are still here, migration 0007).
-WITH idle AS (
+-- the same for a principal whose counts are still here, migration 0007). Only
+-- principals with a completed or expired session can be idle, and only rounds up to
+-- the class's current one can be over: both are found through their own rows and
+-- indexes, never by a scan of every principal (migration 0009).
+WITH candidates AS (
+    SELECT principal FROM principal_completed
+    UNION
+    SELECT principal FROM principal_expired
+), idle AS (
     DELETE FROM principal_load AS l
-    WHERE l.sessions = principal_gone(l.principal)
+    USING candidates AS c
+    WHERE l.principal = c.principal
       AND NOT EXISTS (SELECT 1 FROM download_session AS d WHERE d.principal = l.principal)
+      AND l.sessions = principal_gone(l.principal)
     RETURNING l.principal
 ), forgotten AS (
     DELETE FROM principal_expired AS e USING idle WHERE e.principal = idle.principal
 ), forgotten_completed AS (
     DELETE FROM principal_completed AS c USING idle WHERE c.principal = idle.principal
+), forgotten_turns AS (
+    DELETE FROM principal_round AS p USING idle WHERE p.principal = idle.principal
 )
 DELETE FROM principal_round AS p
 USING class_state AS c
 WHERE c.queue_rank = p.queue_rank
-  AND (p.principal IN (SELECT idle.principal FROM idle)
-       OR (p.last_tag <= c.virtual_time
-           AND NOT EXISTS (SELECT 1 FROM download_session AS d
-                           WHERE d.state = 0 AND d.queue_rank = p.queue_rank
-                             AND d.principal = p.principal)))
+  AND p.last_tag <= c.virtual_time
+  AND NOT EXISTS (SELECT 1 FROM download_session AS d
+                  WHERE d.state = 0 AND d.queue_rank = p.queue_rank
+                    AND d.principal = p.principal)
+
+-- name: fold_queue_changes
+-- The leader's fold of the queue's changes into the place buckets and tallies, in a
+-- REPEATABLE READ transaction of its own (migration 0009, ADR 0020); $1 is the bucket
+-- size, $2 the most changes one fold takes. Answers how many changes it folded.
+SELECT fold_queue_changes($1, $2)
 
 -- name: aged_waiters
 -- Aging (R-CLASS-2; the rule is the policy's `promote_at`): the waiters due to move
