@@ -111,21 +111,14 @@ class SchedulerAnswers(SchedulerState):
             check_at=check_at + wall_offset,
             retry_after=max(1, math.ceil(delay)),
             download_class=cls,
-            ticket=await self._session_ticket(conn, key, now, newcomer),
+            ticket=self._session_ticket(key, row),
         )
 
-    async def _session_ticket(
-        self, conn: asyncpg.Connection, key: bytes, now: float, stored: asyncpg.Record | None
-    ) -> str | None:
-        """The session's ticket, with its arrival from ``stored`` when the caller has it."""
+    def _session_ticket(self, key: bytes, stored: asyncpg.Record) -> str | None:
+        """The session's ticket, its arrival from the row the answer was made from."""
         if self._signer is None:
             return None
-        if stored is not None:
-            arrival_ms = stored["arrival_wall_ms"]
-        else:
-            arrival_ms = await conn.fetchval(sql.SESSION_ARRIVAL, key)
-        if arrival_ms is None:
-            return None
+        arrival_ms = stored["arrival_wall_ms"]
         return self._signer.issue(key, arrival_ms, max(int(self._clock.wall() * 1000), arrival_ms))
 
     def _lease_ticket(self, lease: Lease, now: float) -> str | None:

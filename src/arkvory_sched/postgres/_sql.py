@@ -36,7 +36,6 @@ RELEASE_SLOT: Final = statement("release_slot")
 # ----------------------------------------------------------------------------- sessions.sql
 
 SESSION_WITH_LEASE: Final = statement("session_with_lease")
-SESSION_ARRIVAL: Final = statement("session_arrival")
 OTHERS_WAITING: Final = statement("others_waiting")
 ROUND_TAG: Final = statement("round_tag")
 INSERT_SESSION: Final = statement("insert_session")

@@ -13,10 +13,6 @@ FROM download_session AS d
 LEFT JOIN download_slot AS s ON s.session_key = d.session_key
 WHERE d.session_key = $1
 
--- name: session_arrival
--- The arrival a session's ticket carries, for an answer that has no stored row at hand.
-SELECT arrival_wall_ms FROM download_session WHERE session_key = $1
-
 -- name: others_waiting
 SELECT EXISTS (SELECT 1 FROM download_session WHERE state = 0 AND session_key <> $1)
 
@@ -44,12 +40,13 @@ SET state = 0, queue_rank = base_class, order_key = $2, aging_since = $3, promot
 WHERE session_key = $1 AND state = 2
 
 -- name: position
--- Everything a queued answer needs, in one round trip (ADR 0020). The session's bucket
+-- Everything a queued answer needs, its ticket's arrival included, in one round trip
+-- (ADR 0020). The session's bucket
 -- (one index probe) says how many waited before it at the leader's last fold; only the
 -- waiters of its own bucket ahead of it are counted, at most about twice the bucket
 -- size. Near the head ($2 = the exact head) everyone ahead is counted instead, so the
 -- waiters the next ticks can serve see their exact place.
-SELECT d.queue_rank, d.marked, d.first_estimate,
+SELECT d.queue_rank, d.marked, d.first_estimate, d.arrival_wall_ms,
        CASE WHEN coalesce(b.ahead, 0) < $2 THEN
            (SELECT count(*) FROM download_session AS w
             WHERE w.state = 0 AND w.queue_rank = d.queue_rank

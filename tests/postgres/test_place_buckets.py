@@ -1,0 +1,155 @@
+"""Places from the leader's buckets (ADR 0020) against the in-memory queue and the truth.
+
+A few thousand waiters from several principals, the same arrivals in both stores:
+after a fold every place equals the in-memory queue's. Then waiters leave and others
+join ahead without a fold, and every place stays within the stated bound: off by at
+most the changes ahead of it since the last fold, exact where the bucket's waiters
+ahead were fewer than the exact head, and never higher than before while nobody
+joined ahead.
+"""
+
+from __future__ import annotations
+
+import random
+
+import asyncpg
+import pytest
+
+from arkvory_sched import (
+    Admitted,
+    DownloadRequest,
+    InMemoryDownloadScheduler,
+    PrincipalKind,
+    Queued,
+    SchedulerSettings,
+)
+from arkvory_sched._session_keys import session_key
+from arkvory_sched.postgres import PostgresScheduler
+from arkvory_sched.postgres._leader import PLACE_BUCKET, exact_head
+from arkvory_sched.testing import FakeClock
+from tests.postgres._helpers import SIZE
+
+pytestmark = pytest.mark.anyio
+
+WAITERS = 2600  # three buckets: the head counted exactly, two from their buckets
+PRINCIPALS = 7
+LEAVING = 300
+JOINING = 40
+SETTINGS = SchedulerSettings(sessions=1, reserve=0, per_principal=1)
+
+TRUE_PLACE = """
+SELECT count(*) + 1 FROM download_session AS w, download_session AS d
+WHERE d.session_key = $1 AND w.state = 0 AND w.queue_rank = d.queue_rank
+  AND (w.order_key, w.arrival, w.seq) < (d.order_key, d.arrival, d.seq)
+"""
+KEY_OF = "SELECT order_key, arrival, seq FROM download_session WHERE session_key = $1"
+
+
+def request(principal: str, download_id: str) -> DownloadRequest:
+    return DownloadRequest(
+        principal=principal,
+        principal_kind=PrincipalKind.SERVICE,
+        object_id="releases/big.iso",
+        object_size=SIZE,
+        byte_range=None,
+        download_id=download_id,
+        client_address="192.0.2.1",
+    )
+
+
+def waiter(index: int) -> DownloadRequest:
+    return request(f"agent-{index % PRINCIPALS}", f"wait-{index}")
+
+
+def key_of(download: DownloadRequest) -> bytes:
+    return session_key(
+        download.principal, download.object_id, download.download_id, download.client_address
+    )
+
+
+async def places(
+    scheduler: PostgresScheduler | InMemoryDownloadScheduler, indexes: list[int]
+) -> dict[int, int]:
+    answered = {}
+    for index in indexes:
+        decision = await scheduler.admit(waiter(index))
+        assert isinstance(decision, Queued), (index, decision)
+        assert decision.position is not None
+        answered[index] = decision.position
+    return answered
+
+
+async def test_places_match_memory_after_a_fold_and_stay_within_the_bound(
+    database_url: str, schema: str, db: asyncpg.Connection
+) -> None:
+    memory = InMemoryDownloadScheduler(SETTINGS, clock=FakeClock())
+    postgres = await PostgresScheduler.connect(
+        database_url,
+        schema=schema,
+        settings=SETTINGS,
+        clock=FakeClock(),
+        migrate=False,
+        pool_size=2,
+    )
+    try:
+        for store in (memory, postgres):
+            assert isinstance(await store.admit(request("holder", "holds-the-slot")), Admitted)
+            for index in range(WAITERS):
+                assert isinstance(await store.admit(waiter(index)), Queued)
+        await postgres.tick()
+        rank = await db.fetchval(
+            "SELECT queue_rank FROM download_session WHERE session_key = $1", key_of(waiter(0))
+        )
+        buckets = await db.fetch(
+            "SELECT waiting, ahead FROM place_bucket WHERE queue_rank = $1 ORDER BY ahead", rank
+        )
+        assert len(buckets) >= 3 and max(b["waiting"] for b in buckets) <= 2 * PLACE_BUCKET
+        assert sum(1 for b in buckets if b["ahead"] >= exact_head(SETTINGS.sessions)) >= 1
+
+        everyone = list(range(WAITERS))
+        expected = await places(memory, everyone)
+        folded = await places(postgres, everyone)
+        assert folded == expected
+
+        # Waiters leave (as expiries committed by a tick after its fold would), nobody
+        # joins: no place rises, and each is off by at most the departures ahead of it.
+        rng = random.Random(17)
+        leaving = set(rng.sample(everyone, LEAVING))
+        keys = {
+            index: tuple(await db.fetchrow(KEY_OF, key_of(waiter(index)))) for index in everyone
+        }
+        await db.execute(
+            "DELETE FROM download_session WHERE session_key = ANY($1::bytea[])",
+            [key_of(waiter(index)) for index in leaving],
+        )
+        staying = [index for index in everyone if index not in leaving]
+        stale = await places(postgres, staying)
+        for index in staying:
+            truth = await db.fetchval(TRUE_PLACE, key_of(waiter(index)))
+            left_ahead = sum(1 for gone in leaving if keys[gone] < keys[index])
+            assert stale[index] <= folded[index], index
+            assert truth <= stale[index] <= truth + left_ahead, index
+            if truth <= 2 * SETTINGS.sessions:
+                assert stale[index] == truth, index
+
+        # New principals join ahead of most (their first turn is the next round).
+        joined = [request(f"newcomer-{n}", f"join-{n}") for n in range(JOINING)]
+        for download in joined:
+            assert isinstance(await postgres.admit(download), Queued)
+        joined_keys = [tuple(await db.fetchrow(KEY_OF, key_of(d))) for d in joined]
+        mixed = await places(postgres, staying)
+        for index in staying:
+            truth = await db.fetchval(TRUE_PLACE, key_of(waiter(index)))
+            changes_ahead = sum(1 for gone in leaving if keys[gone] < keys[index]) + sum(
+                1 for k in joined_keys if k < keys[index]
+            )
+            assert abs(mixed[index] - truth) <= changes_ahead, index
+
+        # The next fold makes every place exact again.
+        await postgres.tick()
+        for index, place in (await places(postgres, staying)).items():
+            assert place == await db.fetchval(TRUE_PLACE, key_of(waiter(index))), index
+    finally:
+        await memory.close()
+        await postgres.close()
+        await postgres.disconnect()
