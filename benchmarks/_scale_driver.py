@@ -26,7 +26,7 @@ import math
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Final, Protocol
 
 from arkvory_sched import (
@@ -126,6 +126,19 @@ class Driver:
         self.pacer = pacer
         self._trace = trace
         self._holders: list[_Holder] = []
+        # The last ticket each polling client was given: it sends it back, as the SDK
+        # does (R-TICKET-1). Only the few clients that poll have one.
+        self._tickets: dict[int, str] = {}
+
+    def _waiter(self, index: int) -> DownloadRequest:
+        """Waiting download ``index``'s request, with its last ticket if it has one."""
+        request = self.workload.request(index)
+        ticket = self._tickets.get(index)
+        return request if ticket is None else replace(request, ticket=ticket)
+
+    def _keep_ticket(self, index: int, decision: Decision) -> None:
+        if isinstance(decision, Queued) and decision.ticket is not None:
+            self._tickets[index] = decision.ticket
 
     # ------------------------------------------------------------------ calls
     async def _timed(
@@ -204,7 +217,8 @@ class Driver:
             for label, index, _ in plan.positions:
                 polls = figures.polls[label]
                 counted = statements[label] if measured else None
-                decision, seconds = await self._timed(self.workload.request(index), counted)
+                decision, seconds = await self._timed(self._waiter(index), counted)
+                self._keep_ticket(index, decision)
                 if not measured:
                     continue
                 polls.seconds.append(seconds)
@@ -291,8 +305,9 @@ class Driver:
     async def _churn_poll(
         self, kind: str, index: int, claimed: set[int], figures: ClientFigures | None
     ) -> None:
-        request = self.workload.request(index)
+        request = self._waiter(index)
         decision, seconds = await self._timed(request)
+        self._keep_ticket(index, decision)
         if isinstance(decision, Admitted):
             claimed.add(index)
             await self._delivered(decision, request)
@@ -314,6 +329,7 @@ class Driver:
         figures: ClientFigures | None,
     ) -> None:
         decision, seconds = await self._timed(self.workload.request(index))
+        self._keep_ticket(index, decision)
         if figures is not None:
             figures.churn.newcomers += 1
             figures.churn.polls.setdefault("newcomer", []).append(seconds)

@@ -9,6 +9,7 @@ newcomer), and count the statements a newcomer and a completing delivery send.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from typing import Any
 
 import anyio
@@ -367,6 +368,38 @@ async def test_a_newcomer_and_its_completion_cost_one_statement_each(
         await scheduler.disconnect()
 
 
+async def test_a_poll_with_its_ticket_costs_two_statements_and_without_three(
+    database_url: str, schema: str
+) -> None:
+    """A returning waiter asks for its place first (ADR 0020); the same answer either way."""
+    settings = SchedulerSettings(sessions=1, reserve=0)
+    scheduler = await PostgresScheduler.connect(
+        database_url,
+        schema=schema,
+        migrate=False,
+        pool_size=2,
+        settings=settings,
+        ticket_keys=(b"one-round-trip-ticket-key-000001",),
+    )
+    try:
+        assert isinstance(await scheduler.admit(download("agent", "dl-1")), Admitted)
+        queued = await scheduler.admit(download("other", "dl-2"))
+        assert isinstance(queued, Queued) and queued.ticket is not None
+        await scheduler.admit(download("other", "dl-2"))  # warms the snapshot's cache
+        with statements_sent() as sent:
+            with_ticket = await scheduler.admit(
+                replace(download("other", "dl-2"), ticket=queued.ticket)
+            )
+        assert sent == [" ".join(sql.POSITION.split()), " ".join(sql.RECORD_CHECK.split())]
+        with statements_sent() as sent:
+            without = await scheduler.admit(download("other", "dl-2"))
+        assert sent[0] == " ".join(sql.ADMIT_SESSION.split()) and len(sent) == 3
+        assert isinstance(with_ticket, Queued) and isinstance(without, Queued)
+        assert with_ticket.position == without.position == 1
+    finally:
+        await scheduler.disconnect()
+
+
 @pytest.mark.parametrize(
     ("passes", "idle"),
     [
@@ -409,13 +442,19 @@ async def _commit_setting_after(db: asyncpg.Connection, statement: str, *argumen
 async def test_only_a_grant_waits_for_its_commit_to_reach_the_disk(
     db: asyncpg.Connection,
 ) -> None:
-    """A grant lost in a server crash could be given twice; a waiting row or a delivery
-    record lost in one only costs a poll or keeps a slot until the idle release."""
+    """A grant lost in a server crash could be given twice; a waiting row, a poll's
+    record or a delivery record lost in one only costs a poll or keeps a slot until the
+    idle release."""
     granted = admit_arguments(b"k1", principal="a")
     assert await _commit_setting_after(db, sql.ADMIT_SESSION, *granted) == "on"
     await admit(db, b"k2", principal="b")
     waiting = admit_arguments(b"w1", principal="c")
     assert await _commit_setting_after(db, sql.ADMIT_SESSION, *waiting) == "off"
+    check = (b"w1", NOW + 5, NOW + 20, NOW + 10, NOW)
+    assert await _commit_setting_after(db, sql.RECORD_CHECK, *check) == "off"
+    assert await db.fetchval("SELECT check_at FROM download_session WHERE session_key = 'w1'") == (
+        NOW + 5
+    )
     claim = await db.fetchrow(
         "SELECT slot_no, lease_token FROM download_slot WHERE session_key = $1", b"k1"
     )

@@ -33,6 +33,7 @@ from ..policy import (
     validated_download_id,
 )
 from . import _sql as sql
+from ._leader import exact_head
 from ._leases import Lease
 from ._scheduler_answers import SchedulerAnswers
 from ._scheduler_state import (
@@ -168,6 +169,11 @@ class SchedulerAdmission(SchedulerAnswers):
                 if row is not None and row["state"] == _ACTIVE:
                     return await self._join_active(conn, key, row, request.effective_range)
                 return self._reject(RejectReason.SHUTTING_DOWN, SHUTDOWN_RETRY_SECONDS, cls)
+            if self._returning_waiter(request, key):
+                placed = await conn.fetchrow(sql.POSITION, key, exact_head(self._settings.sessions))
+                if placed is not None and not placed["marked"]:
+                    stored_class = DownloadClass.by_rank(placed["base_class"])
+                    return await self._queued(conn, key, stored_class, now, placed=placed)
             try:
                 row = await self._admit_or_look_up(conn, request, key, cls, has_id, now)
                 outcome = row["outcome"]
@@ -270,6 +276,17 @@ class SchedulerAdmission(SchedulerAnswers):
         self._leases.forget(key)
         self._invalidate()
         return await self._queued(conn, key, DownloadClass.by_rank(rank), now)
+
+    def _returning_waiter(self, request: DownloadRequest, key: bytes) -> bool:
+        """A request with this queue's ticket for its session: most likely a poll.
+
+        Such a request asks for its place first (two statements in all instead of
+        three); if its session no longer waits unmarked, it takes the full admission
+        as any other, so the answer is the same either way.
+        """
+        if self._signer is None or not request.ticket:
+            return False
+        return self._signer.verify(request.ticket, key, int(self._clock.wall() * 1000)) is not None
 
     async def _admit_or_look_up(
         self,

@@ -49,6 +49,7 @@ class SchedulerAnswers(SchedulerState):
         now: float,
         *,
         newcomer: asyncpg.Record | None = None,
+        placed: asyncpg.Record | None = None,
     ) -> Decision:
         """The answer to a waiting session: place, estimate, when to ask again.
 
@@ -56,9 +57,10 @@ class SchedulerAnswers(SchedulerState):
         place, counted up to ``NEWCOMER_COUNT_CAP``, and its arrival. A newcomer's place
         is only announced from its first poll on (R-EST-3), so beyond the cap the class
         length stands in: the estimate costs the same at the end of a long queue.
+        ``placed`` is a ``POSITION`` row the caller has read already.
         """
         is_newcomer = newcomer is not None
-        row = newcomer
+        row = newcomer if newcomer is not None else placed
         if row is None:
             row = await conn.fetchrow(sql.POSITION, key, exact_head(self._settings.sessions))
         if row is None:  # activated or released by another process a moment ago

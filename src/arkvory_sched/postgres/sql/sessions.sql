@@ -46,7 +46,7 @@ WHERE session_key = $1 AND state = 2
 -- waiters of its own bucket ahead of it are counted, at most about twice the bucket
 -- size. Near the head ($2 = the exact head) everyone ahead is counted instead, so the
 -- waiters the next ticks can serve see their exact place.
-SELECT d.queue_rank, d.marked, d.first_estimate, d.arrival_wall_ms,
+SELECT d.queue_rank, d.base_class, d.marked, d.first_estimate, d.arrival_wall_ms,
        CASE WHEN coalesce(b.ahead, 0) < $2 THEN
            (SELECT count(*) FROM download_session AS w
             WHERE w.state = 0 AND w.queue_rank = d.queue_rank
@@ -68,10 +68,15 @@ LEFT JOIN LATERAL (
 WHERE d.session_key = $1 AND d.state = 0
 
 -- name: record_check
+-- A poll's record of when to come back. Like a waiting newcomer's row (migration 0003),
+-- its commit does not wait for the flush: lost with a crash of the server, the waiter's
+-- older deadline stands, and a client judged a no-show by it comes back at its next
+-- poll in its place (the queue ticket keeps the arrival).
+WITH unflushed AS (SELECT set_config('synchronous_commit', 'off', true))
 UPDATE download_session
 SET check_at = $2, no_show_at = $3, first_estimate = coalesce(first_estimate, $4),
     first_estimate_at = CASE WHEN first_estimate IS NULL THEN $5 ELSE first_estimate_at END
-WHERE session_key = $1 AND state = 0
+WHERE session_key = $1 AND state = 0 AND EXISTS (SELECT 1 FROM unflushed)
 
 -- name: record_delivery
 -- Delivery of one range, fenced: nothing changes unless the lease named by the grant is
