@@ -23,11 +23,16 @@ CREATE TABLE queue_change (
     state       smallint NOT NULL,
     base_class  smallint NOT NULL,
     queue_rank  smallint NOT NULL,
-    order_key   double precision NOT NULL,
-    arrival     double precision NOT NULL,
-    seq         bigint NOT NULL,
+    place       double precision[] NOT NULL,
     object_size bigint NOT NULL
 );
+-- Every row is deleted within a tick of its insert: vacuumed after 10,000 dead rows
+-- rather than after a fifth of the table, so a burst does not leave the leader's
+-- scans of it walking dead rows for long.
+ALTER TABLE queue_change SET (autovacuum_vacuum_scale_factor = 0,
+                              autovacuum_vacuum_threshold = 10000,
+                              autovacuum_vacuum_insert_scale_factor = 0,
+                              autovacuum_vacuum_insert_threshold = 10000);
 
 -- Sessions and their bytes per base class and state, as of the last fold.
 CREATE TABLE session_tally (
@@ -38,18 +43,26 @@ CREATE TABLE session_tally (
     PRIMARY KEY (base_class, state)
 );
 
--- The buckets of each class's waiting order. A bucket holds the waiters whose key is at
--- or above its own and below the next bucket's; each class has a first bucket at the
--- lowest possible key, so every waiter has exactly one bucket.
+-- A waiter's place key: its queue order (order_key, arrival, seq) as one array, which
+-- compares element by element. A B-tree range on one column stops where the range
+-- ends; on the row (order_key, arrival, seq) PostgreSQL 15 only stops where order_key
+-- changes, so a count near the start of a round of 263,000 waiters with one order_key
+-- walked the whole round. A stored column rather than an expression index, so that
+-- counts are index-only scans. seq is exact as a double up to 2^53.
+ALTER TABLE download_session ADD COLUMN place double precision[]
+    GENERATED ALWAYS AS (ARRAY[order_key, arrival, seq::float8]) STORED;
+CREATE INDEX download_session_place ON download_session (queue_rank, place) WHERE state = 0;
+
+-- The buckets of each class's waiting order. A bucket holds the waiters whose place key
+-- is at or above its own `lo` and below the next bucket's; each class has a first
+-- bucket at the lowest possible key, so every waiter has exactly one bucket.
 CREATE TABLE place_bucket (
     queue_rank smallint NOT NULL,
-    lo_key     double precision NOT NULL,
-    lo_arrival double precision NOT NULL,
-    lo_seq     bigint NOT NULL,
+    lo         double precision[] NOT NULL,
     waiting    bigint NOT NULL DEFAULT 0,
     bytes      double precision NOT NULL DEFAULT 0,
     ahead      bigint NOT NULL DEFAULT 0,
-    PRIMARY KEY (queue_rank, lo_key, lo_arrival, lo_seq)
+    PRIMARY KEY (queue_rank, lo)
 );
 
 -- The oldest waiter of a base class for the statistics: an index probe, not a scan.
@@ -65,11 +78,11 @@ LANGUAGE plpgsql AS $$
 BEGIN
     IF TG_OP <> 'INSERT' THEN
         INSERT INTO queue_change VALUES (-1, OLD.state, OLD.base_class, OLD.queue_rank,
-            OLD.order_key, OLD.arrival, OLD.seq, OLD.object_size);
+            OLD.place, OLD.object_size);
     END IF;
     IF TG_OP <> 'DELETE' THEN
         INSERT INTO queue_change VALUES (1, NEW.state, NEW.base_class, NEW.queue_rank,
-            NEW.order_key, NEW.arrival, NEW.seq, NEW.object_size);
+            NEW.place, NEW.object_size);
     END IF;
     RETURN NULL;
 END
@@ -100,47 +113,39 @@ EXECUTE FUNCTION note_queue_change();
 -- cut further on later folds. The scan is bounded: a bucket of a million (an existing
 -- queue when this migration runs) is cut over several ticks, never in one.
 CREATE FUNCTION cut_place_bucket(
-    p_rank smallint, p_key double precision, p_arrival double precision, p_seq bigint,
-    p_bucket integer, p_pieces integer
+    p_rank smallint, p_lo double precision[], p_bucket integer, p_pieces integer
 ) RETURNS void
 LANGUAGE plpgsql
 SET search_path FROM CURRENT
 AS $$
 DECLARE
-    v_next record;
+    v_next double precision[];
     v_waiting bigint;
     v_bytes double precision;
 BEGIN
-    SELECT b.lo_key, b.lo_arrival, b.lo_seq INTO v_next FROM place_bucket AS b
-    WHERE b.queue_rank = p_rank
-      AND (b.lo_key, b.lo_arrival, b.lo_seq) > (p_key, p_arrival, p_seq)
-    ORDER BY b.lo_key, b.lo_arrival, b.lo_seq LIMIT 1;
-    DELETE FROM place_bucket AS b
-    WHERE (b.queue_rank, b.lo_key, b.lo_arrival, b.lo_seq) = (p_rank, p_key, p_arrival, p_seq)
+    SELECT b.lo INTO v_next FROM place_bucket AS b
+    WHERE b.queue_rank = p_rank AND b.lo > p_lo
+    ORDER BY b.lo LIMIT 1;
+    DELETE FROM place_bucket AS b WHERE b.queue_rank = p_rank AND b.lo = p_lo
     RETURNING b.waiting, b.bytes INTO v_waiting, v_bytes;
     WITH taken AS (
-        SELECT d.order_key, d.arrival, d.seq, d.object_size,
-               (row_number() OVER (ORDER BY d.order_key, d.arrival, d.seq) - 1) / p_bucket
-                   AS piece
+        SELECT d.place, d.object_size,
+               (row_number() OVER (ORDER BY d.place) - 1) / p_bucket AS piece
         FROM (
-            SELECT w.order_key, w.arrival, w.seq, w.object_size FROM download_session AS w
+            SELECT w.place, w.object_size
+            FROM download_session AS w
             WHERE w.state = 0 AND w.queue_rank = p_rank
-              AND (w.order_key, w.arrival, w.seq) >= (p_key, p_arrival, p_seq)
-              AND (v_next.lo_key IS NULL
-                   OR (w.order_key, w.arrival, w.seq)
-                      < (v_next.lo_key, v_next.lo_arrival, v_next.lo_seq))
-            ORDER BY w.order_key, w.arrival, w.seq
+              AND w.place >= p_lo AND w.place < coalesce(v_next, '{Infinity,Infinity,Infinity}')
+            ORDER BY w.place
             LIMIT p_bucket::bigint * p_pieces + 1
         ) AS d
     ), counted AS (
         SELECT count(*) AS n, coalesce(sum(object_size), 0)::float8 AS bytes
         FROM taken WHERE piece < p_pieces
     )
-    INSERT INTO place_bucket (queue_rank, lo_key, lo_arrival, lo_seq, waiting, bytes)
+    INSERT INTO place_bucket (queue_rank, lo, waiting, bytes)
     SELECT p_rank,
-           CASE WHEN piece = 0 THEN p_key ELSE (array_agg(order_key ORDER BY order_key, arrival, seq))[1] END,
-           CASE WHEN piece = 0 THEN p_arrival ELSE (array_agg(arrival ORDER BY order_key, arrival, seq))[1] END,
-           CASE WHEN piece = 0 THEN p_seq ELSE (array_agg(seq ORDER BY order_key, arrival, seq))[1] END,
+           CASE WHEN piece = 0 THEN p_lo ELSE min(place) END,
            CASE WHEN piece < p_pieces THEN count(*)
                 ELSE greatest(0, v_waiting - (SELECT n FROM counted)) END,
            CASE WHEN piece < p_pieces THEN sum(object_size)::float8
@@ -148,8 +153,7 @@ BEGIN
     FROM taken
     GROUP BY piece;
     IF NOT FOUND THEN  -- nobody waits there any more: the bucket stays, empty
-        INSERT INTO place_bucket (queue_rank, lo_key, lo_arrival, lo_seq)
-        VALUES (p_rank, p_key, p_arrival, p_seq);
+        INSERT INTO place_bucket (queue_rank, lo) VALUES (p_rank, p_lo);
     END IF;
 END
 $$;
@@ -182,68 +186,60 @@ BEGIN
         ON CONFLICT (base_class, state) DO UPDATE
         SET sessions = t.sessions + excluded.sessions, bytes = t.bytes + excluded.bytes
     ), placed AS (
-        SELECT b.queue_rank, b.lo_key, b.lo_arrival, b.lo_seq,
+        SELECT b.queue_rank, b.lo,
                sum(m.delta) AS waiting, sum(m.delta * m.object_size)::float8 AS bytes
         FROM moved AS m
         CROSS JOIN LATERAL (
-            SELECT p.queue_rank, p.lo_key, p.lo_arrival, p.lo_seq FROM place_bucket AS p
-            WHERE p.queue_rank = m.queue_rank
-              AND (p.lo_key, p.lo_arrival, p.lo_seq) <= (m.order_key, m.arrival, m.seq)
-            ORDER BY p.lo_key DESC, p.lo_arrival DESC, p.lo_seq DESC
+            SELECT p.queue_rank, p.lo FROM place_bucket AS p
+            WHERE p.queue_rank = m.queue_rank AND p.lo <= m.place
+            ORDER BY p.lo DESC
             LIMIT 1
         ) AS b
         WHERE m.state = 0
-        GROUP BY b.queue_rank, b.lo_key, b.lo_arrival, b.lo_seq
+        GROUP BY b.queue_rank, b.lo
     ), counted AS (
         UPDATE place_bucket AS p
         SET waiting = p.waiting + placed.waiting, bytes = p.bytes + placed.bytes
         FROM placed
-        WHERE (p.queue_rank, p.lo_key, p.lo_arrival, p.lo_seq)
-            = (placed.queue_rank, placed.lo_key, placed.lo_arrival, placed.lo_seq)
+        WHERE p.queue_rank = placed.queue_rank AND p.lo = placed.lo
     )
     SELECT count(*) INTO v_changes FROM moved;
 
     FOR v_small IN
-        SELECT b.queue_rank, b.lo_key, b.lo_arrival, b.lo_seq FROM place_bucket AS b
-        WHERE b.waiting < p_bucket / 4 AND b.lo_key <> '-Infinity'
-        ORDER BY b.queue_rank, b.lo_key DESC, b.lo_arrival DESC, b.lo_seq DESC
+        SELECT b.queue_rank, b.lo FROM place_bucket AS b
+        WHERE b.waiting < p_bucket / 4 AND b.lo[1] <> '-Infinity'
+        ORDER BY b.queue_rank, b.lo DESC
     LOOP
         DELETE FROM place_bucket AS b
-        WHERE (b.queue_rank, b.lo_key, b.lo_arrival, b.lo_seq)
-            = (v_small.queue_rank, v_small.lo_key, v_small.lo_arrival, v_small.lo_seq)
+        WHERE b.queue_rank = v_small.queue_rank AND b.lo = v_small.lo
         RETURNING b.waiting, b.bytes INTO v_waiting, v_bytes;
         UPDATE place_bucket AS p SET waiting = p.waiting + v_waiting, bytes = p.bytes + v_bytes
-        WHERE (p.queue_rank, p.lo_key, p.lo_arrival, p.lo_seq) = (
-            SELECT b.queue_rank, b.lo_key, b.lo_arrival, b.lo_seq FROM place_bucket AS b
-            WHERE b.queue_rank = v_small.queue_rank
-              AND (b.lo_key, b.lo_arrival, b.lo_seq)
-                  < (v_small.lo_key, v_small.lo_arrival, v_small.lo_seq)
-            ORDER BY b.lo_key DESC, b.lo_arrival DESC, b.lo_seq DESC LIMIT 1);
+        WHERE p.queue_rank = v_small.queue_rank AND p.lo = (
+            SELECT b.lo FROM place_bucket AS b
+            WHERE b.queue_rank = v_small.queue_rank AND b.lo < v_small.lo
+            ORDER BY b.lo DESC LIMIT 1);
     END LOOP;
 
     IF NOT EXISTS (SELECT 1 FROM queue_change) THEN
         FOR v_big IN
-            SELECT b.queue_rank, b.lo_key, b.lo_arrival, b.lo_seq FROM place_bucket AS b
+            SELECT b.queue_rank, b.lo FROM place_bucket AS b
             WHERE b.waiting > 2 * p_bucket
-            ORDER BY b.queue_rank, b.lo_key, b.lo_arrival, b.lo_seq
+            ORDER BY b.queue_rank, b.lo
             LIMIT 2
         LOOP
-            PERFORM cut_place_bucket(v_big.queue_rank, v_big.lo_key, v_big.lo_arrival,
-                                     v_big.lo_seq, p_bucket, 64);
+            PERFORM cut_place_bucket(v_big.queue_rank, v_big.lo, p_bucket, 64);
         END LOOP;
     END IF;
 
     UPDATE place_bucket AS p SET ahead = w.ahead
     FROM (
-        SELECT b.queue_rank, b.lo_key, b.lo_arrival, b.lo_seq,
+        SELECT b.queue_rank, b.lo,
                coalesce(sum(b.waiting) OVER (
-                   PARTITION BY b.queue_rank ORDER BY b.lo_key, b.lo_arrival, b.lo_seq
+                   PARTITION BY b.queue_rank ORDER BY b.lo
                    ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS ahead
         FROM place_bucket AS b
     ) AS w
-    WHERE (p.queue_rank, p.lo_key, p.lo_arrival, p.lo_seq)
-        = (w.queue_rank, w.lo_key, w.lo_arrival, w.lo_seq)
-      AND p.ahead <> w.ahead;
+    WHERE p.queue_rank = w.queue_rank AND p.lo = w.lo AND p.ahead <> w.ahead;
     RETURN v_changes;
 END
 $$;
@@ -259,8 +255,8 @@ UPDATE session_tally AS t SET sessions = c.n, bytes = c.bytes
 FROM (SELECT base_class, state, count(*) AS n, coalesce(sum(object_size), 0)::float8 AS bytes
       FROM download_session GROUP BY base_class, state) AS c
 WHERE (t.base_class, t.state) = (c.base_class, c.state);
-INSERT INTO place_bucket (queue_rank, lo_key, lo_arrival, lo_seq, waiting, bytes)
-SELECT c.queue_rank, '-Infinity', '-Infinity', -9223372036854775808,
+INSERT INTO place_bucket (queue_rank, lo, waiting, bytes)
+SELECT c.queue_rank, '{-Infinity,-Infinity,-Infinity}',
        (SELECT count(*) FROM download_session AS d WHERE d.state = 0 AND d.queue_rank = c.queue_rank),
        (SELECT coalesce(sum(object_size), 0)::float8 FROM download_session AS d
         WHERE d.state = 0 AND d.queue_rank = c.queue_rank)

@@ -11,6 +11,7 @@ joined ahead.
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 import asyncpg
 import pytest
@@ -22,6 +23,7 @@ from arkvory_sched import (
     PrincipalKind,
     Queued,
     SchedulerSettings,
+    Strategy,
 )
 from arkvory_sched._session_keys import session_key
 from arkvory_sched.postgres import PostgresScheduler
@@ -151,5 +153,43 @@ async def test_places_match_memory_after_a_fold_and_stay_within_the_bound(
             assert place == await db.fetchval(TRUE_PLACE, key_of(waiter(index))), index
     finally:
         await memory.close()
+        await postgres.close()
+        await postgres.disconnect()
+
+
+async def test_a_switch_to_smallest_first_rekeys_in_batches_and_buckets_follow(
+    database_url: str, schema: str, db: asyncpg.Connection, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Batches of two: every waiter gets its new key, and after a fold the places are
+    the new order, counted from buckets that hold every waiter once."""
+    monkeypatch.setattr("arkvory_sched.postgres._scheduler_fleet.REKEY_BATCH", 2)
+    postgres = await PostgresScheduler.connect(
+        database_url,
+        schema=schema,
+        settings=SETTINGS,
+        clock=FakeClock(),
+        migrate=False,
+        pool_size=2,
+    )
+    sizes = [5, 1, 4, 2, 3]  # GiB, in arrival order
+    downloads = [
+        replace(request(f"agent-{n}", f"sized-{n}"), object_size=size << 30)
+        for n, size in enumerate(sizes)
+    ]
+    try:
+        assert isinstance(await postgres.admit(request("holder", "holds-the-slot")), Admitted)
+        for download in downloads:
+            assert isinstance(await postgres.admit(download), Queued)
+        await postgres.configure(SETTINGS.with_changes(strategy=Strategy.SMALLEST_FIRST))
+        await postgres.tick()
+        told = {}
+        for download in downloads:
+            decision = await postgres.admit(download)
+            assert isinstance(decision, Queued)
+            told[download.object_size >> 30] = decision.position
+        assert told == {1: 1, 2: 2, 3: 3, 4: 4, 5: 5}
+        assert await db.fetchval("SELECT sum(waiting) FROM place_bucket") == len(sizes)
+        assert not await db.fetchval("SELECT count(*) FROM queue_change")
+    finally:
         await postgres.close()
         await postgres.disconnect()

@@ -31,6 +31,10 @@ from ._ticket_key import ensure_ticket_key, read_ticket_key
 
 __all__ = ["SchedulerFleet"]
 
+# Waiters given a new key per statement on a switch to smallest-first: a long queue is
+# rekeyed in batches, so neither the process nor one statement holds all of it.
+REKEY_BATCH = 10_000
+
 
 class SchedulerFleet(SchedulerDelivery):
     """Start-up, the tick, fleet duties and configuration of :class:`PostgresScheduler`."""
@@ -274,10 +278,14 @@ class SchedulerFleet(SchedulerDelivery):
         if settings.strategy is not Strategy.SMALLEST_FIRST:
             await conn.execute(sql.REKEY_ROUND_TAGS)
             return
-        rows = await conn.fetch(sql.WAITING_FOR_REKEY)
         aging = settings.aging_minutes * 60.0
-        keys = [row["session_key"] for row in rows]
-        order = [smallest_first_key(row["object_size"], row["arrival"], aging) for row in rows]
+        after = b""
         async with conn.transaction():
-            await conn.execute(sql.REKEY_WAITING, keys, order)
+            while rows := await conn.fetch(sql.WAITING_FOR_REKEY, after, REKEY_BATCH):
+                keys = [row["session_key"] for row in rows]
+                order = [
+                    smallest_first_key(row["object_size"], row["arrival"], aging) for row in rows
+                ]
+                await conn.execute(sql.REKEY_WAITING, keys, order)
+                after = keys[-1]
             await conn.execute(sql.FORGET_ALL_ROUNDS)

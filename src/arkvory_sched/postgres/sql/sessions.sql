@@ -41,28 +41,26 @@ WHERE session_key = $1 AND state = 2
 
 -- name: position
 -- Everything a queued answer needs, its ticket's arrival included, in one round trip
--- (ADR 0020). The session's bucket
--- (one index probe) says how many waited before it at the leader's last fold; only the
--- waiters of its own bucket ahead of it are counted, at most about twice the bucket
--- size. Near the head ($2 = the exact head) everyone ahead is counted instead, so the
--- waiters the next ticks can serve see their exact place.
+-- (ADR 0020). The session's bucket (one index probe) says how many waited before it at
+-- the leader's last fold; only the waiters of its own bucket ahead of it are counted,
+-- at most about twice the bucket size. Near the head ($2 = the exact head) everyone
+-- ahead is counted instead, so the waiters the next ticks can serve see their exact
+-- place. Places compare as one array (migration 0009), so each count is one index range.
 SELECT d.queue_rank, d.base_class, d.marked, d.first_estimate, d.arrival_wall_ms,
        CASE WHEN coalesce(b.ahead, 0) < $2 THEN
            (SELECT count(*) FROM download_session AS w
             WHERE w.state = 0 AND w.queue_rank = d.queue_rank
-              AND (w.order_key, w.arrival, w.seq) < (d.order_key, d.arrival, d.seq))
+              AND w.place < d.place)
        ELSE b.ahead +
            (SELECT count(*) FROM download_session AS w
             WHERE w.state = 0 AND w.queue_rank = d.queue_rank
-              AND (w.order_key, w.arrival, w.seq) >= (b.lo_key, b.lo_arrival, b.lo_seq)
-              AND (w.order_key, w.arrival, w.seq) < (d.order_key, d.arrival, d.seq))
+              AND w.place >= b.lo AND w.place < d.place)
        END AS own_ahead
 FROM download_session AS d
 LEFT JOIN LATERAL (
-    SELECT p.ahead, p.lo_key, p.lo_arrival, p.lo_seq FROM place_bucket AS p
-    WHERE p.queue_rank = d.queue_rank
-      AND (p.lo_key, p.lo_arrival, p.lo_seq) <= (d.order_key, d.arrival, d.seq)
-    ORDER BY p.lo_key DESC, p.lo_arrival DESC, p.lo_seq DESC
+    SELECT p.ahead, p.lo FROM place_bucket AS p
+    WHERE p.queue_rank = d.queue_rank AND p.lo <= d.place
+    ORDER BY p.lo DESC
     LIMIT 1
 ) AS b ON true
 WHERE d.session_key = $1 AND d.state = 0

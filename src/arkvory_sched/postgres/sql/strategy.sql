@@ -2,8 +2,13 @@
 -- when `configure` changes one of them.
 
 -- name: waiting_for_rekey
--- Under `smallest-first` the order key is the policy's smallest_first_key, from Python.
-SELECT session_key, object_size, arrival FROM download_session WHERE state = 0
+-- Under `smallest-first` the order key is the policy's smallest_first_key, from Python:
+-- the waiters in batches of $2 after the session key $1, so that the process never
+-- holds more than one batch of a long queue.
+SELECT session_key, object_size, arrival FROM download_session
+WHERE state = 0 AND session_key > $1
+ORDER BY session_key
+LIMIT $2
 
 -- name: rekey_waiting
 UPDATE download_session AS d SET order_key = k.order_key

@@ -79,9 +79,14 @@ UPDATE queue_state SET no_shows_total = no_shows_total + $1,
 -- their next session), so those tables stay as small as the queue, and their turns
 -- (the in-memory queue forgets a principal with its last session; admit_session does
 -- the same for a principal whose counts are still here, migration 0007). Only
--- principals with a completed or expired session can be idle, and only rounds up to
--- the class's current one can be over: both are found through their own rows and
--- indexes, never by a scan of every principal (migration 0009).
+-- principals with a completed or expired session can be idle, so only those are
+-- looked at, never every principal (migration 0009).
+--
+-- A turn at or before its class's current round is forgotten whether or not the
+-- principal still waits: a next turn is one round after the later of the current round
+-- and the last turn (next_round_tag), so such a row decides nothing. At most 4,096 a
+-- class per run, through principal_round_tag: when a round of hundreds of thousands
+-- passes at once, its rows go over several runs.
 WITH candidates AS (
     SELECT principal FROM principal_completed
     UNION
@@ -101,12 +106,16 @@ WITH candidates AS (
     DELETE FROM principal_round AS p USING idle WHERE p.principal = idle.principal
 )
 DELETE FROM principal_round AS p
-USING class_state AS c
-WHERE c.queue_rank = p.queue_rank
-  AND p.last_tag <= c.virtual_time
-  AND NOT EXISTS (SELECT 1 FROM download_session AS d
-                  WHERE d.state = 0 AND d.queue_rank = p.queue_rank
-                    AND d.principal = p.principal)
+USING (
+    SELECT passed.queue_rank, passed.principal
+    FROM class_state AS c
+    CROSS JOIN LATERAL (
+        SELECT r.queue_rank, r.principal FROM principal_round AS r
+        WHERE r.queue_rank = c.queue_rank AND r.last_tag <= c.virtual_time
+        LIMIT 4096
+    ) AS passed
+) AS passed
+WHERE p.queue_rank = passed.queue_rank AND p.principal = passed.principal
 
 -- name: fold_queue_changes
 -- The leader's fold of the queue's changes into the place buckets and tallies, in a
