@@ -117,6 +117,7 @@ CREATE FUNCTION cut_place_bucket(
 ) RETURNS void
 LANGUAGE plpgsql
 SET search_path FROM CURRENT
+SET plan_cache_mode = force_custom_plan
 AS $$
 DECLARE
     v_next double precision[];
@@ -167,6 +168,9 @@ $$;
 CREATE FUNCTION fold_queue_changes(p_bucket integer, p_limit integer) RETURNS bigint
 LANGUAGE plpgsql
 SET search_path FROM CURRENT
+-- Planned afresh on every fold: a plan cached while queue_change held a few rows ran
+-- for minutes once a burst had put a million there.
+SET plan_cache_mode = force_custom_plan
 AS $$
 DECLARE
     v_changes bigint;
