@@ -53,6 +53,22 @@ ALTER TABLE download_session ADD COLUMN place double precision[]
     GENERATED ALWAYS AS (ARRAY[order_key, arrival, seq::float8]) STORED;
 CREATE INDEX download_session_place ON download_session (queue_rank, place) WHERE state = 0;
 
+-- How many wait in class p_rank with a place key from p_from up to (not including)
+-- p_to: one range of download_session_place, whatever the planner guesses of a range
+-- whose ends it cannot see (it took a third of the table, and a churning table's index
+-- for worse than a scan of a million rows).
+CREATE FUNCTION waiting_between(
+    p_rank smallint, p_from double precision[], p_to double precision[]
+) RETURNS bigint
+LANGUAGE sql STABLE
+SET search_path FROM CURRENT
+SET enable_seqscan = off
+SET enable_bitmapscan = off
+AS $$
+    SELECT count(*) FROM download_session AS w
+    WHERE w.state = 0 AND w.queue_rank = p_rank AND w.place >= p_from AND w.place < p_to
+$$;
+
 -- The buckets of each class's waiting order. A bucket holds the waiters whose place key
 -- is at or above its own `lo` and below the next bucket's; each class has a first
 -- bucket at the lowest possible key, so every waiter has exactly one bucket.

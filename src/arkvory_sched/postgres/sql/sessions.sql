@@ -45,16 +45,11 @@ WHERE session_key = $1 AND state = 2
 -- the leader's last fold; only the waiters of its own bucket ahead of it are counted,
 -- at most about twice the bucket size. Near the head ($2 = the exact head) everyone
 -- ahead is counted instead, so the waiters the next ticks can serve see their exact
--- place. Places compare as one array (migration 0009), so each count is one index range.
+-- place. Each count is one index range (waiting_between, migration 0009).
 SELECT d.queue_rank, d.base_class, d.marked, d.first_estimate, d.arrival_wall_ms,
-       CASE WHEN coalesce(b.ahead, 0) < $2 THEN
-           (SELECT count(*) FROM download_session AS w
-            WHERE w.state = 0 AND w.queue_rank = d.queue_rank
-              AND w.place < d.place)
-       ELSE b.ahead +
-           (SELECT count(*) FROM download_session AS w
-            WHERE w.state = 0 AND w.queue_rank = d.queue_rank
-              AND w.place >= b.lo AND w.place < d.place)
+       CASE WHEN coalesce(b.ahead, 0) < $2
+            THEN waiting_between(d.queue_rank, '{-Infinity,-Infinity,-Infinity}', d.place)
+            ELSE b.ahead + waiting_between(d.queue_rank, b.lo, d.place)
        END AS own_ahead
 FROM download_session AS d
 LEFT JOIN LATERAL (
