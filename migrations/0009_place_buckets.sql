@@ -89,6 +89,18 @@ CREATE INDEX download_session_oldest ON download_session (base_class, waiting_si
 -- every principal's row.
 CREATE INDEX principal_round_tag ON principal_round (queue_rank, last_tag);
 
+-- The bucket of a place key in class p_rank: the one with the greatest `lo` at or below
+-- it. A set-returning SQL function, so the planner inlines it as the index probe it is.
+CREATE FUNCTION place_bucket_of(p_rank smallint, p_place double precision[])
+RETURNS SETOF place_bucket
+LANGUAGE sql STABLE
+AS $$
+    SELECT * FROM place_bucket AS p
+    WHERE p.queue_rank = p_rank AND p.lo <= p_place
+    ORDER BY p.lo DESC
+    LIMIT 1
+$$;
+
 CREATE FUNCTION note_queue_change() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
@@ -209,12 +221,7 @@ BEGIN
         SELECT b.queue_rank, b.lo,
                sum(m.delta) AS waiting, sum(m.delta * m.object_size)::float8 AS bytes
         FROM moved AS m
-        CROSS JOIN LATERAL (
-            SELECT p.queue_rank, p.lo FROM place_bucket AS p
-            WHERE p.queue_rank = m.queue_rank AND p.lo <= m.place
-            ORDER BY p.lo DESC
-            LIMIT 1
-        ) AS b
+        CROSS JOIN LATERAL place_bucket_of(m.queue_rank, m.place) AS b
         WHERE m.state = 0
         GROUP BY b.queue_rank, b.lo
     ), counted AS (

@@ -20,7 +20,6 @@ from arkvory_sched import (
     Admitted,
     DownloadRequest,
     InMemoryDownloadScheduler,
-    PrincipalKind,
     Queued,
     SchedulerSettings,
     Strategy,
@@ -29,7 +28,7 @@ from arkvory_sched._session_keys import session_key
 from arkvory_sched.postgres import PostgresScheduler
 from arkvory_sched.postgres._leader import PLACE_BUCKET, exact_head
 from arkvory_sched.testing import FakeClock
-from tests.postgres._helpers import SIZE
+from tests.postgres._helpers import Connect, download
 
 pytestmark = pytest.mark.anyio
 
@@ -47,25 +46,13 @@ WHERE d.session_key = $1 AND w.state = 0 AND w.queue_rank = d.queue_rank
 KEY_OF = "SELECT order_key, arrival, seq FROM download_session WHERE session_key = $1"
 
 
-def request(principal: str, download_id: str) -> DownloadRequest:
-    return DownloadRequest(
-        principal=principal,
-        principal_kind=PrincipalKind.SERVICE,
-        object_id="releases/big.iso",
-        object_size=SIZE,
-        byte_range=None,
-        download_id=download_id,
-        client_address="192.0.2.1",
-    )
-
-
 def waiter(index: int) -> DownloadRequest:
-    return request(f"agent-{index % PRINCIPALS}", f"wait-{index}")
+    return download(f"agent-{index % PRINCIPALS}", f"wait-{index}")
 
 
-def key_of(download: DownloadRequest) -> bytes:
+def key_of(request: DownloadRequest) -> bytes:
     return session_key(
-        download.principal, download.object_id, download.download_id, download.client_address
+        request.principal, request.object_id, request.download_id, request.client_address
     )
 
 
@@ -82,20 +69,13 @@ async def places(
 
 
 async def test_places_match_memory_after_a_fold_and_stay_within_the_bound(
-    database_url: str, schema: str, db: asyncpg.Connection
+    connect: Connect, db: asyncpg.Connection
 ) -> None:
     memory = InMemoryDownloadScheduler(SETTINGS, clock=FakeClock())
-    postgres = await PostgresScheduler.connect(
-        database_url,
-        schema=schema,
-        settings=SETTINGS,
-        clock=FakeClock(),
-        migrate=False,
-        pool_size=2,
-    )
+    postgres = await connect(settings=SETTINGS, clock=FakeClock())
     try:
         for store in (memory, postgres):
-            assert isinstance(await store.admit(request("holder", "holds-the-slot")), Admitted)
+            assert isinstance(await store.admit(download("holder", "holds-the-slot")), Admitted)
             for index in range(WAITERS):
                 assert isinstance(await store.admit(waiter(index)), Queued)
         await postgres.tick()
@@ -135,9 +115,9 @@ async def test_places_match_memory_after_a_fold_and_stay_within_the_bound(
                 assert stale[index] == truth, index
 
         # New principals join ahead of most (their first turn is the next round).
-        joined = [request(f"newcomer-{n}", f"join-{n}") for n in range(JOINING)]
-        for download in joined:
-            assert isinstance(await postgres.admit(download), Queued)
+        joined = [download(f"newcomer-{n}", f"join-{n}") for n in range(JOINING)]
+        for newcomer in joined:
+            assert isinstance(await postgres.admit(newcomer), Queued)
         joined_keys = [tuple(await db.fetchrow(KEY_OF, key_of(d))) for d in joined]
         mixed = await places(postgres, staying)
         for index in staying:
@@ -153,43 +133,30 @@ async def test_places_match_memory_after_a_fold_and_stay_within_the_bound(
             assert place == await db.fetchval(TRUE_PLACE, key_of(waiter(index))), index
     finally:
         await memory.close()
-        await postgres.close()
-        await postgres.disconnect()
 
 
 async def test_a_switch_to_smallest_first_rekeys_in_batches_and_buckets_follow(
-    database_url: str, schema: str, db: asyncpg.Connection, monkeypatch: pytest.MonkeyPatch
+    connect: Connect, db: asyncpg.Connection, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Batches of two: every waiter gets its new key, and after a fold the places are
     the new order, counted from buckets that hold every waiter once."""
     monkeypatch.setattr("arkvory_sched.postgres._scheduler_fleet.REKEY_BATCH", 2)
-    postgres = await PostgresScheduler.connect(
-        database_url,
-        schema=schema,
-        settings=SETTINGS,
-        clock=FakeClock(),
-        migrate=False,
-        pool_size=2,
-    )
+    postgres = await connect(settings=SETTINGS, clock=FakeClock())
     sizes = [5, 1, 4, 2, 3]  # GiB, in arrival order
     downloads = [
-        replace(request(f"agent-{n}", f"sized-{n}"), object_size=size << 30)
+        replace(download(f"agent-{n}", f"sized-{n}"), object_size=size << 30)
         for n, size in enumerate(sizes)
     ]
-    try:
-        assert isinstance(await postgres.admit(request("holder", "holds-the-slot")), Admitted)
-        for download in downloads:
-            assert isinstance(await postgres.admit(download), Queued)
-        await postgres.configure(SETTINGS.with_changes(strategy=Strategy.SMALLEST_FIRST))
-        await postgres.tick()
-        told = {}
-        for download in downloads:
-            decision = await postgres.admit(download)
-            assert isinstance(decision, Queued)
-            told[download.object_size >> 30] = decision.position
-        assert told == {1: 1, 2: 2, 3: 3, 4: 4, 5: 5}
-        assert await db.fetchval("SELECT sum(waiting) FROM place_bucket") == len(sizes)
-        assert not await db.fetchval("SELECT count(*) FROM queue_change")
-    finally:
-        await postgres.close()
-        await postgres.disconnect()
+    assert isinstance(await postgres.admit(download("holder", "holds-the-slot")), Admitted)
+    for sized in downloads:
+        assert isinstance(await postgres.admit(sized), Queued)
+    await postgres.configure(SETTINGS.with_changes(strategy=Strategy.SMALLEST_FIRST))
+    await postgres.tick()
+    told = {}
+    for sized in downloads:
+        decision = await postgres.admit(sized)
+        assert isinstance(decision, Queued)
+        told[sized.object_size >> 30] = decision.position
+    assert told == {1: 1, 2: 2, 3: 3, 4: 4, 5: 5}
+    assert await db.fetchval("SELECT sum(waiting) FROM place_bucket") == len(sizes)
+    assert not await db.fetchval("SELECT count(*) FROM queue_change")

@@ -52,12 +52,7 @@ SELECT d.queue_rank, d.base_class, d.marked, d.first_estimate, d.arrival_wall_ms
             ELSE b.ahead + waiting_between(d.queue_rank, b.lo, d.place)
        END AS own_ahead
 FROM download_session AS d
-LEFT JOIN LATERAL (
-    SELECT p.ahead, p.lo FROM place_bucket AS p
-    WHERE p.queue_rank = d.queue_rank AND p.lo <= d.place
-    ORDER BY p.lo DESC
-    LIMIT 1
-) AS b ON true
+LEFT JOIN LATERAL place_bucket_of(d.queue_rank, d.place) AS b ON true
 WHERE d.session_key = $1 AND d.state = 0
 
 -- name: record_check
