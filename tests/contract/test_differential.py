@@ -362,6 +362,9 @@ def first_difference(left: Sequence[object], right: Sequence[object]) -> str:
 # Seeds 0-31 all agree in every test here; eight keep the module near a minute with
 # PostgreSQL on a shared two-core machine (about 8 s per seed for all the tests).
 SEEDS = range(6)
+# Seed 25: a tick's no-show empties a class while its aging promotes a waiter into it
+# (the class catches up with the last grant's pass as the waiter enters).
+ORDERED_SEEDS = (*SEEDS, 25)
 
 
 async def compare(
@@ -399,7 +402,7 @@ async def compare(
         await postgres.disconnect()
 
 
-@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("seed", ORDERED_SEEDS)
 async def test_both_stores_admit_the_same_requests_in_the_same_order(
     seed: int, postgres_schema: tuple[str, str]
 ) -> None:

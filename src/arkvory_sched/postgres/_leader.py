@@ -175,8 +175,12 @@ class QueueLeader:
             last_writes: list[tuple[str, tuple[object, ...]]] = [
                 (sql.COUNT_EXPIRIES, (no_shows, len(released), reaped, now))
             ]
+            # A class nobody waits in catches up with the pass of the last grant, and so
+            # does one that a promoted waiter enters empty: the fair queue catches a
+            # class up as its first waiter enters (ADR 0017).
+            entered_empty: set[int] = set()
             if settings.aging_minutes > 0:
-                await _promote_aged(conn, settings, now)
+                entered_empty = await _promote_aged(conn, settings, now)
             if real >= self._next_round_cleanup:
                 self._next_round_cleanup = real + ROUND_CLEANUP_SECONDS
                 await conn.execute(tick_sql.FORGET_OLD_ROUNDS)
@@ -185,7 +189,9 @@ class QueueLeader:
                 (sql.STORE_SHAPE, (list(shape.lengths), shape.waiting_bytes, shape.sessions))
             )
             lengths = shape.lengths
-            idle_classes = [rank for rank in range(CLASS_COUNT) if not lengths[rank]]
+            idle_classes = [
+                rank for rank in range(CLASS_COUNT) if not lengths[rank] or rank in entered_empty
+            ]
             # Every grant advances its class's row, so the catch-up is written last too
             # (and only where a pass changes); the ordering below applies it as read.
             if idle_classes:
@@ -411,16 +417,22 @@ async def _contenders(
     return bool(over) and bool(await conn.fetchval(sql.UNDER_SHARE_WAITING, over))
 
 
-async def _promote_aged(conn: asyncpg.Connection, settings: SchedulerSettings, now: float) -> None:
+async def _promote_aged(
+    conn: asyncpg.Connection, settings: SchedulerSettings, now: float
+) -> set[int]:
     """Aging, under every strategy: the due waiters move one class up (``promote_at``).
 
     In the order the in-memory queue moves them — the class next to ``release`` first,
     then by promotion time and arrival order — since under ``ordered`` each takes a
     turn of its new class, and turns handed out one after another depend on the order.
+    Returns the classes that were empty when a promoted waiter entered them.
     """
     rows = await conn.fetch(tick_sql.AGED_WAITERS, now)
     if not rows:
-        return
+        return set()
+    before = await _count_shape(conn)
+    entered = {row["queue_rank"] - 1 for row in rows}
+    entered_empty = {rank for rank in entered if not before.lengths[rank]}
     rows = sorted(rows, key=lambda row: (row["queue_rank"], row["promote_at"], row["seq"]))
     aging = settings.aging_minutes * 60.0
     keys = [row["session_key"] for row in rows]
@@ -430,6 +442,7 @@ async def _promote_aged(conn: asyncpg.Connection, settings: SchedulerSettings, n
     ]
     ordered = settings.strategy is Strategy.ORDERED
     await conn.execute(tick_sql.PROMOTE_AGED, keys, next_at, ordered)
+    return entered_empty
 
 
 async def _caught_up_passes(conn: asyncpg.Connection, idle_classes: Sequence[int]) -> list[float]:
