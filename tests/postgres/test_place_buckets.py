@@ -27,7 +27,11 @@ from arkvory_sched import (
 from arkvory_sched._session_keys import session_key
 from arkvory_sched.postgres import PostgresScheduler
 from arkvory_sched.postgres._leader import PLACE_BUCKET, exact_head
+from arkvory_sched.postgres._migrate import _apply, load_migrations
+from arkvory_sched.postgres._sql import POSITION
 from arkvory_sched.testing import FakeClock
+from tests.pg import connect as pg_connect
+from tests.pg import drop_schema, schema_name
 from tests.postgres._helpers import Connect, download
 
 pytestmark = pytest.mark.anyio
@@ -44,6 +48,17 @@ WHERE d.session_key = $1 AND w.state = 0 AND w.queue_rank = d.queue_rank
   AND (w.order_key, w.arrival, w.seq) < (d.order_key, d.arrival, d.seq)
 """
 KEY_OF = "SELECT order_key, arrival, seq FROM download_session WHERE session_key = $1"
+# Waiters w1..wN of one class in that order, as a queue holds them before migration 0009
+# (told to come back far in the future: no tick judges them no-shows).
+FILL = """
+INSERT INTO download_session (
+    session_key, principal, base_class, queue_rank, has_id, object_size, state, arrival,
+    arrival_wall_ms, order_key, aging_since, waiting_since, check_at, no_show_at,
+    last_activity)
+SELECT ('w' || n)::bytea, 'p' || (n % 97), 2, 2, true, 1 << 30, 0, n::float8, n * 1000, 1,
+       0, 0, 1e12, 1e12, 0
+FROM generate_series(1, $1) AS n
+"""
 
 
 def waiter(index: int) -> DownloadRequest:
@@ -160,3 +175,39 @@ async def test_a_switch_to_smallest_first_rekeys_in_batches_and_buckets_follow(
     assert told == {1: 1, 2: 2, 3: 3, 4: 4, 5: 5}
     assert await db.fetchval("SELECT sum(waiting) FROM place_bucket") == len(sizes)
     assert not await db.fetchval("SELECT count(*) FROM queue_change")
+
+
+async def test_a_queue_that_waits_before_the_migration_is_placed_after_it(
+    database_url: str,
+) -> None:
+    """Migration 0009 on a schema with waiters: the first buckets hold them all, the
+    leader's folds cut them, and the places are the exact ones."""
+    schema = schema_name("m")
+    migrations = load_migrations()
+    before = [m for m in migrations if m.version < "0009"]
+    connection = await pg_connect()
+    try:
+        await _apply(connection, schema, before)
+        await connection.execute(f'SET search_path TO "{schema}"')
+        await connection.execute(FILL, WAITERS)
+        await _apply(connection, schema, migrations)
+        await connection.execute(f'SET search_path TO "{schema}"')
+        assert await connection.fetchval("SELECT sum(waiting) FROM place_bucket") == WAITERS
+        postgres = await PostgresScheduler.connect(
+            database_url, schema=schema, settings=SETTINGS, migrate=False, pool_size=2
+        )
+        try:
+            for _ in range(3):
+                await postgres.tick()
+        finally:
+            await postgres.disconnect()
+        assert (
+            await connection.fetchval("SELECT max(waiting) FROM place_bucket") <= 2 * PLACE_BUCKET
+        )
+        for n in (1, 1500, WAITERS):
+            key = f"w{n}".encode()
+            told = await connection.fetchrow(POSITION, key, exact_head(SETTINGS.sessions))
+            assert told["own_ahead"] + 1 == await connection.fetchval(TRUE_PLACE, key) == n
+    finally:
+        await connection.close()
+        await drop_schema(schema)
