@@ -509,3 +509,27 @@ async def test_the_leader_takes_class_lengths_from_the_buckets_not_from_a_scan(
         ]
     finally:
         await scheduler.disconnect()
+
+
+async def test_a_crowd_of_no_shows_is_expired_over_several_ticks(
+    database_url: str, schema: str, db: asyncpg.Connection, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """At most TICK_BATCH a tick, so a crowd that left at once never makes every tick
+    fail on the statement timeout; the earliest deadlines go first."""
+    monkeypatch.setattr("arkvory_sched.postgres._leader.TICK_BATCH", 2)
+    await _fill_waiting(db, 5)
+    await db.execute("UPDATE download_session SET no_show_at = order_key")  # 1..5, long past
+    scheduler = await PostgresScheduler.connect(
+        database_url, schema=schema, migrate=False, pool_size=2, settings=SchedulerSettings()
+    )
+    try:
+        left = []
+        for _ in range(3):
+            await scheduler.tick()
+            left.append(
+                await db.fetch("SELECT session_key FROM download_session ORDER BY no_show_at")
+            )
+        assert [[row[0] for row in rows] for rows in left] == [[b"w3", b"w4", b"w5"], [b"w5"], []]
+        assert await db.fetchval("SELECT no_shows_total FROM queue_state") == 5
+    finally:
+        await scheduler.disconnect()

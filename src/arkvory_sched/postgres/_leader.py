@@ -56,6 +56,10 @@ PLACE_BUCKET = 1024
 # switch that gives every waiter a new key) is folded over several ticks, each well
 # inside the statement timeout, while positions lag by what is not folded yet.
 FOLD_LIMIT = 65536
+# The most no-shows, expired pauses and promotions one tick takes of each: a crowd
+# that leaves or ages at once is handled over several ticks, each inside the statement
+# timeout, where one tick for all of them would fail every time (ADR 0020).
+TICK_BATCH = 8192
 
 
 def exact_head(sessions: int) -> int:
@@ -166,8 +170,8 @@ class QueueLeader:
                 reaped = await conn.fetchval(tick_sql.REAP_EXPIRED, self._lease_seconds)
             released = await self._release_idle(conn, settings, now, in_flight)
             await conn.fetchval(tick_sql.PAUSE_ORPHANS, now + PAUSE_RETENTION_SECONDS)
-            no_shows = await conn.fetchval(tick_sql.EXPIRE_NO_SHOWS, now)
-            expired_paused = await conn.fetchval(tick_sql.EXPIRE_PAUSED, now)
+            no_shows = await conn.fetchval(tick_sql.EXPIRE_NO_SHOWS, now, TICK_BATCH)
+            expired_paused = await conn.fetchval(tick_sql.EXPIRE_PAUSED, now, TICK_BATCH)
             # The fleet-wide rows every admission and completion write (queue_state,
             # class_state) are written last, just before the commit: a row this
             # transaction updates stays locked until it ends, and the scans between
@@ -427,7 +431,7 @@ async def _promote_aged(
     turn of its new class, and turns handed out one after another depend on the order.
     Returns the classes that were empty when a promoted waiter entered them.
     """
-    rows = await conn.fetch(tick_sql.AGED_WAITERS, now)
+    rows = await conn.fetch(tick_sql.AGED_WAITERS, now, TICK_BATCH)
     if not rows:
         return set()
     before = await _count_shape(conn)

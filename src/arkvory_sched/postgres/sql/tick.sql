@@ -56,16 +56,24 @@ WHERE d.state = 1
 SELECT count(*) FROM gone
 
 -- name: expire_no_shows
--- Due at the deadline itself, as in memory (R-SESS-7): not one tick later.
+-- Due at the deadline itself, as in memory (R-SESS-7): not one tick later. At most $2 a
+-- tick, the earliest first: a crowd that left at once goes over several ticks, each
+-- inside the statement timeout, rather than failing every tick (ADR 0020).
 WITH gone AS (
-    DELETE FROM download_session WHERE state = 0 AND no_show_at <= $1 RETURNING principal
+    DELETE FROM download_session WHERE session_key IN (
+        SELECT session_key FROM download_session
+        WHERE state = 0 AND no_show_at <= $1 ORDER BY no_show_at LIMIT $2)
+    RETURNING principal
 )
 {count_gone}
 
 -- name: expire_paused
--- Due at the end of the retention itself, as in memory (R-SESS-9).
+-- Due at the end of the retention itself, as in memory (R-SESS-9); at most $2 a tick.
 WITH gone AS (
-    DELETE FROM download_session WHERE state = 2 AND paused_until <= $1 RETURNING principal
+    DELETE FROM download_session WHERE session_key IN (
+        SELECT session_key FROM download_session
+        WHERE state = 2 AND paused_until <= $1 ORDER BY paused_until LIMIT $2)
+    RETURNING principal
 )
 {count_gone}
 
@@ -127,9 +135,13 @@ SELECT fold_queue_changes($1, $2)
 -- Aging (R-CLASS-2; the rule is the policy's `promote_at`): the waiters due to move
 -- up, locked until the tick commits, then moved one class up (never above release)
 -- by promote_aged with the next promotion time the leader computed.
+-- At most $2 a tick, the earliest due first: a crowd that arrived together and ages
+-- together moves up over several ticks (ADR 0017, ADR 0020).
 SELECT session_key, base_class, queue_rank, aging_since, promote_at, seq
 FROM download_session
 WHERE state = 0 AND promote_at <= $1
+ORDER BY promote_at
+LIMIT $2
 FOR UPDATE SKIP LOCKED
 
 -- name: promote_aged
