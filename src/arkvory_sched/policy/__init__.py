@@ -10,6 +10,7 @@ result (ADR 0016). A rule changed here changes for both stores at once.
 - :mod:`._slots`: slot eligibility, the marking budget and marks, preemption.
 - :mod:`._estimates`: start estimates, ``checkAt`` and Retry-After values.
 - :mod:`._requests`: download ids, session admission, the start of a download.
+- :mod:`._windows`: operator windows of a class in wall time of a zone (R-WIN-2).
 """
 
 from __future__ import annotations
@@ -73,6 +74,14 @@ from ._slots import (
     over_share_with_contenders,
     slot_free_for,
 )
+from ._windows import (
+    ClassWindow,
+    is_open,
+    next_closing,
+    next_opening,
+    open_intervals,
+    parse_windows,
+)
 
 __all__ = [
     "AGING_CAP_RANK",
@@ -99,6 +108,7 @@ __all__ = [
     "SIZE_UNIT",
     "TAIL_ONLY_HOLD_SECONDS",
     "TICKET_REUSE_SECONDS",
+    "ClassWindow",
     "MarkBudget",
     "YieldCandidate",
     "YieldHead",
@@ -114,10 +124,15 @@ __all__ = [
     "estimate_start",
     "finish_table",
     "finishing_soon",
+    "is_open",
     "jitter",
     "marking_budget",
+    "next_closing",
+    "next_opening",
     "no_show_at",
+    "open_intervals",
     "over_share_with_contenders",
+    "parse_windows",
     "promote_at",
     "request_retry_after",
     "service_order",
