@@ -13,6 +13,7 @@ from __future__ import annotations
 import random
 from dataclasses import replace
 
+import anyio
 import asyncpg
 import pytest
 
@@ -211,3 +212,59 @@ async def test_a_queue_that_waits_before_the_migration_is_placed_after_it(
     finally:
         await connection.close()
         await drop_schema(schema)
+
+
+BUCKET_DRIFT = """
+SELECT b.queue_rank, b.lo, b.waiting,
+       waiting_between(b.queue_rank, b.lo,
+           coalesce(lead(b.lo) OVER (PARTITION BY b.queue_rank ORDER BY b.lo),
+                    '{Infinity,Infinity,Infinity}')) AS counted
+FROM place_bucket AS b
+"""
+
+
+async def test_counts_do_not_drift_while_two_processes_admit_and_the_leader_folds(
+    connect: Connect, db: asyncpg.Connection, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Newcomers from two processes, cuts and merges (buckets of 16), and ticks running
+    all the while: once quiet and folded, every bucket holds exactly its waiters and
+    every tally its sessions."""
+    monkeypatch.setattr("arkvory_sched.postgres._leader.PLACE_BUCKET", 16)
+    settings = SchedulerSettings(sessions=1, reserve=0, per_principal=1)
+    leader = await connect(settings=settings, node_id="leader")
+    other = await connect(settings=settings, node_id="other")
+    stop = anyio.Event()
+    one_at_a_time = anyio.Lock()  # the test's own connection runs one statement at once
+
+    async def keep_ticking() -> None:
+        while not stop.is_set():
+            await leader.tick()
+            await anyio.sleep(0.01)
+
+    async def admit(scheduler: PostgresScheduler, first: int) -> None:
+        for n in range(first, first + 150):
+            await scheduler.admit(download(f"agent-{n % 11}", f"drift-{n}"))
+            if n % 7 == 0:  # some leave again, as no-shows do
+                async with one_at_a_time:
+                    await db.execute(
+                        "DELETE FROM download_session WHERE session_key = $1",
+                        key_of(download(f"agent-{(n - 7) % 11}", f"drift-{n - 7}")),
+                    )
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(keep_ticking)
+        async with anyio.create_task_group() as admitting:
+            for number, scheduler in enumerate((leader, other, leader, other)):
+                admitting.start_soon(admit, scheduler, number * 150)
+        stop.set()
+    await leader.tick()
+    await leader.tick()
+    drift = [row for row in await db.fetch(BUCKET_DRIFT) if row["waiting"] != row["counted"]]
+    assert not drift, drift[:5]
+    assert len(await db.fetch("SELECT 1 FROM place_bucket")) > 4 * 3  # it did cut
+    tallies = await db.fetch(
+        "SELECT t.base_class, t.state, t.sessions, coalesce(c.n, 0) AS n FROM session_tally AS t "
+        "LEFT JOIN (SELECT base_class, state, count(*) AS n FROM download_session "
+        "GROUP BY base_class, state) AS c USING (base_class, state)"
+    )
+    assert all(row["sessions"] == row["n"] for row in tallies), tallies
