@@ -240,11 +240,10 @@ BEGIN
         DELETE FROM place_bucket AS b
         WHERE b.queue_rank = v_small.queue_rank AND b.lo = v_small.lo
         RETURNING b.waiting, b.bytes INTO v_waiting, v_bytes;
+        -- With the small bucket gone, its keys' bucket is the one before it.
         UPDATE place_bucket AS p SET waiting = p.waiting + v_waiting, bytes = p.bytes + v_bytes
-        WHERE p.queue_rank = v_small.queue_rank AND p.lo = (
-            SELECT b.lo FROM place_bucket AS b
-            WHERE b.queue_rank = v_small.queue_rank AND b.lo < v_small.lo
-            ORDER BY b.lo DESC LIMIT 1);
+        WHERE p.queue_rank = v_small.queue_rank
+          AND p.lo = (SELECT b.lo FROM place_bucket_of(v_small.queue_rank, v_small.lo) AS b);
     END LOOP;
 
     IF NOT EXISTS (SELECT 1 FROM queue_change) THEN

@@ -290,6 +290,20 @@ async def run_memory(
         await scheduler.close()
 
 
+async def connect_postgres(
+    url: str, schema: str, settings: SchedulerSettings, clock: FakeClock
+) -> PostgresScheduler:
+    return await PostgresScheduler.connect(
+        url,
+        schema=schema,
+        settings=settings,
+        clock=clock,
+        ticket_keys=TICKET_KEYS,
+        migrate=False,
+        pool_size=2,
+    )
+
+
 async def run_postgres(
     url: str,
     schema: str,
@@ -300,15 +314,7 @@ async def run_postgres(
     heartbeat_every: int = 0,
 ) -> list[Entry]:
     clock = FakeClock()
-    scheduler = await PostgresScheduler.connect(
-        url,
-        schema=schema,
-        settings=settings,
-        clock=clock,
-        ticket_keys=TICKET_KEYS,
-        migrate=False,
-        pool_size=2,
-    )
+    scheduler = await connect_postgres(url, schema, settings, clock)
     try:
         runner = Runner(scheduler, clock, clients, heartbeat_every=heartbeat_every)
         return await runner.play(ops)
@@ -380,15 +386,7 @@ async def compare(
     settings = differential_settings(preempt=preempt)
     memory_clock, postgres_clock = FakeClock(), FakeClock()
     memory = InMemoryDownloadScheduler(settings, clock=memory_clock, ticket_keys=TICKET_KEYS)
-    postgres = await PostgresScheduler.connect(
-        url,
-        schema=schema,
-        settings=settings,
-        clock=postgres_clock,
-        ticket_keys=TICKET_KEYS,
-        migrate=False,
-        pool_size=2,
-    )
+    postgres = await connect_postgres(url, schema, settings, postgres_clock)
     try:
         return await play_together(
             Runner(memory, memory_clock, clients),

@@ -13,6 +13,7 @@ needs, asks the policy and writes the result.
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -182,9 +183,9 @@ class QueueLeader:
             # A class nobody waits in catches up with the pass of the last grant, and so
             # does one that a promoted waiter enters empty: the fair queue catches a
             # class up as its first waiter enters (ADR 0017).
-            entered_empty: set[int] = set()
+            promoted_from: list[int] = []
             if settings.aging_minutes > 0:
-                entered_empty = await _promote_aged(conn, settings, now)
+                promoted_from = await _promote_aged(conn, settings, now)
             if real >= self._next_round_cleanup:
                 self._next_round_cleanup = real + ROUND_CLEANUP_SECONDS
                 await conn.execute(tick_sql.FORGET_OLD_ROUNDS)
@@ -193,6 +194,7 @@ class QueueLeader:
                 (sql.STORE_SHAPE, (list(shape.lengths), shape.waiting_bytes, shape.sessions))
             )
             lengths = shape.lengths
+            entered_empty = _entered_empty(lengths, promoted_from)
             idle_classes = [
                 rank for rank in range(CLASS_COUNT) if not lengths[rank] or rank in entered_empty
             ]
@@ -423,20 +425,17 @@ async def _contenders(
 
 async def _promote_aged(
     conn: asyncpg.Connection, settings: SchedulerSettings, now: float
-) -> set[int]:
+) -> list[int]:
     """Aging, under every strategy: the due waiters move one class up (``promote_at``).
 
     In the order the in-memory queue moves them — the class next to ``release`` first,
     then by promotion time and arrival order — since under ``ordered`` each takes a
     turn of its new class, and turns handed out one after another depend on the order.
-    Returns the classes that were empty when a promoted waiter entered them.
+    Returns the class each promoted waiter left.
     """
     rows = await conn.fetch(tick_sql.AGED_WAITERS, now, TICK_BATCH)
     if not rows:
-        return set()
-    before = await _count_shape(conn)
-    entered = {row["queue_rank"] - 1 for row in rows}
-    entered_empty = {rank for rank in entered if not before.lengths[rank]}
+        return []
     rows = sorted(rows, key=lambda row: (row["queue_rank"], row["promote_at"], row["seq"]))
     aging = settings.aging_minutes * 60.0
     keys = [row["session_key"] for row in rows]
@@ -446,7 +445,16 @@ async def _promote_aged(
     ]
     ordered = settings.strategy is Strategy.ORDERED
     await conn.execute(tick_sql.PROMOTE_AGED, keys, next_at, ordered)
-    return entered_empty
+    return [row["queue_rank"] for row in rows]
+
+
+def _entered_empty(lengths: Sequence[int], promoted_from: Sequence[int]) -> set[int]:
+    """The classes a promoted waiter entered while nobody waited in them, from the
+    lengths after the promotions: a class's length before them is its length after,
+    less the waiters that entered it, plus those that left it."""
+    entered = Counter(rank - 1 for rank in promoted_from)
+    left = Counter(promoted_from)
+    return {rank for rank, count in entered.items() if lengths[rank] - count + left[rank] == 0}
 
 
 async def _caught_up_passes(conn: asyncpg.Connection, idle_classes: Sequence[int]) -> list[float]:
