@@ -33,7 +33,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import cast
 
-from ._classes import DownloadClass
+from ._classes import DownloadClass, PrincipalKind, default_class
 from ._exceptions import SettingsError
 from ._settings_env import read_environment
 from ._settings_fields import (
@@ -48,6 +48,7 @@ from ._settings_fields import (
     derived_per_principal,
     derived_reserve,
 )
+from ._settings_policy import ClassSchedule, ClassSchedules, PrincipalClasses
 
 __all__ = ["MIB", "OPERATOR_FIELDS", "SchedulerSettings", "Strategy"]
 
@@ -77,6 +78,8 @@ class SchedulerSettings:
     aging_minutes: float
     preempt: bool
     ranges_per_session: int
+    class_windows: ClassSchedules
+    service_account_classes: PrincipalClasses
     # Environment-only: these size memory when the process starts (all but bandwidth).
     max_downloads: int
     transfer_queue_limit: int
@@ -89,6 +92,8 @@ class SchedulerSettings:
     # Which of the derivable fields follow their rule rather than an explicit value;
     # kept so that a later change of ``sessions`` can re-apply the rule (R-SET-2).
     _derived: frozenset[str] = field(init=False, repr=False, compare=False)
+    # service_account_classes as a dict: looked up on every admission.
+    _class_of_principal: Mapping[str, DownloadClass] = field(init=False, repr=False, compare=False)
 
     def __init__(
         self,
@@ -103,6 +108,8 @@ class SchedulerSettings:
         aging_minutes: float = 10.0,
         preempt: bool = True,
         ranges_per_session: int = 4,
+        class_windows: ClassSchedules | Mapping[str, object] = (),
+        service_account_classes: PrincipalClasses | Mapping[str, str] = (),
         max_downloads: int = 16,
         transfer_queue_limit: int = 64,
         transfer_queue_per_principal: int = 8,
@@ -124,6 +131,28 @@ class SchedulerSettings:
         """The weight of a class; weights are stored most urgent first, like the classes."""
         return self.weights[cls.rank]
 
+    def schedule_of(self, cls: DownloadClass) -> ClassSchedule | None:
+        """The operator's windows of a class, or ``None``: the class is always open."""
+        for scheduled, schedule in self.class_windows:
+            if scheduled is cls:
+                return schedule
+        return None
+
+    def base_class_of(
+        self, principal: str, kind: PrincipalKind, given: DownloadClass | None
+    ) -> DownloadClass:
+        """The class a principal is admitted in before any header lowers it (R-CLASS-6).
+
+        A service account or link the operator listed gets the listed class; otherwise
+        the class the host's resolver gave, or the default of its kind (R-CLASS-2).
+        People are never listed: their class is the host's business.
+        """
+        if kind is not PrincipalKind.PERSON:
+            listed = self._class_of_principal.get(principal)
+            if listed is not None:
+                return listed
+        return given or default_class(kind)
+
     @property
     def derived_fields(self) -> frozenset[str]:
         """Fields whose value follows a rule, not an explicit setting (for display)."""
@@ -134,7 +163,10 @@ class SchedulerSettings:
         values: dict[str, object] = {}
         for name, attribute in OPERATOR_FIELDS.items():
             value = getattr(self, attribute)
-            if isinstance(value, Strategy):
+            to_json = FIELD_BY_NAME[attribute].to_json
+            if to_json is not None:
+                value = to_json(value)
+            elif isinstance(value, Strategy):
                 value = value.value
             elif isinstance(value, tuple):
                 value = list(value)
@@ -240,3 +272,4 @@ class SchedulerSettings:
                 marks.add(setting.name)
             object.__setattr__(self, setting.name, setting.check(setting.name, value, self))
         object.__setattr__(self, "_derived", frozenset(marks))
+        object.__setattr__(self, "_class_of_principal", dict(self.service_account_classes))

@@ -49,10 +49,15 @@ class EnvironmentReading:
         but ``max_downloads`` is what the operator wrote.
         """
         given = self.given
-        if error.field in given:
-            variable, raw = given[error.field]
+        # A structured setting names the spot inside its value: class_windows/bulk/...
+        own, _, inside = error.field.partition("/")
+        if own in given:
+            variable, raw = given[own]
+            where = f" at {inside}" if inside else ""
             return ConfigurationError(
-                variable, _FIELD_OF[variable], f"{variable}={show_value(raw)}: {error.message}"
+                variable,
+                error.field if inside else _FIELD_OF[variable],
+                f"{variable}={show_value(raw)}{where}: {error.message}",
             )
         setting = FIELD_BY_NAME.get(error.field)
         cause = None if setting is None else setting.depends_on

@@ -36,6 +36,13 @@ from ._settings_parsing import (
     parse_size,
     parse_weights,
 )
+from ._settings_policy import (
+    check_class_windows,
+    check_principal_classes,
+    class_windows_json,
+    parse_json_setting,
+    principal_classes_json,
+)
 
 if TYPE_CHECKING:
     from ._settings import SchedulerSettings
@@ -111,6 +118,8 @@ class SettingField:
     depends_on: str | None = None
     # When this field's variable is unset, it takes the value of this field's variable.
     falls_back_to: str | None = None
+    # The value in the record's JSON shape, for values that are not JSON as they are.
+    to_json: Callable[[object], object] | None = None
 
     @property
     def record_name(self) -> str | None:
@@ -348,6 +357,28 @@ FIELDS: Final[tuple[SettingField, ...]] = (
         parse=parse_integer,
         default_text="4",
         meaning="concurrent responses per session (clients behind one NAT), 1–64",
+    ),
+    SettingField(
+        name="class_windows",
+        scope=Scope.OPERATOR,
+        check=check_class_windows,
+        variable="ARKVORY_DOWNLOAD_CLASS_WINDOWS",
+        parse=parse_json_setting,
+        default_text="none",
+        meaning='windows per class as JSON, e.g. `{"bulk": {"windows": [{"weekdays": '
+        '["mon"], "start": "22:00", "end": "06:00", "zone": "Europe/Berlin"}], '
+        '"outsideShare": 0}}`',
+        to_json=class_windows_json,
+    ),
+    SettingField(
+        name="service_account_classes",
+        scope=Scope.OPERATOR,
+        check=check_principal_classes,
+        variable="ARKVORY_SERVICE_ACCOUNT_CLASSES",
+        parse=parse_json_setting,
+        default_text="none",
+        meaning='class of named service accounts and links as JSON, e.g. `{"ci-bot": "bulk"}`',
+        to_json=principal_classes_json,
     ),
     SettingField(
         name="max_downloads",

@@ -8,6 +8,7 @@ import json
 import math
 import re
 from collections.abc import Callable
+from datetime import time
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,8 @@ from arkvory_sched._settings import MIB, OPERATOR_FIELDS, SchedulerSettings, Str
 from arkvory_sched._settings_env import configuration_table
 from arkvory_sched._settings_fields import FIELDS, SettingField
 from arkvory_sched._settings_parsing import UnparsableError, parse_rate, parse_size
+from arkvory_sched._settings_policy import ClassSchedule
+from arkvory_sched.policy import ClassWindow
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "configuration.md"
@@ -39,6 +42,9 @@ def assert_invariants(settings: SchedulerSettings) -> None:
     for name in FIELD_NAMES:
         value = getattr(settings, name)
         if name in {"strategy", "weights", "preempt", "bandwidth"}:
+            continue
+        if name in {"class_windows", "service_account_classes"}:
+            assert type(value) is tuple, name  # immutable, hashable, checked once
             continue
         if name.endswith(("_seconds", "_minutes")):
             assert type(value) is float
@@ -174,6 +180,8 @@ def test_operator_fields_are_the_camel_case_record_and_json_ready() -> None:
         "agingMinutes": 10.0,
         "preempt": True,
         "rangesPerSession": 4,
+        "classWindows": {},
+        "serviceAccountClasses": {},
     }
     assert json.loads(json.dumps(fields)) == fields
     assert list(fields) == list(OPERATOR_FIELDS)
@@ -191,6 +199,8 @@ def test_operator_fields_leave_out_environment_only_settings() -> None:
         "aging_minutes",
         "preempt",
         "ranges_per_session",
+        "class_windows",
+        "service_account_classes",
     }
 
 
@@ -362,6 +372,26 @@ def test_from_env_reads_the_process_environment_by_default(
 
 
 ENV_VALUES: list[tuple[str, str, str, object]] = [
+    (
+        "ARKVORY_DOWNLOAD_CLASS_WINDOWS",
+        '{"bulk": {"windows": [{"weekdays": ["sat", "sun"], "start": "00:00", '
+        '"end": "23:59", "zone": "UTC"}], "outsideShare": 0.25}}',
+        "class_windows",
+        (
+            (
+                DownloadClass.BULK,
+                ClassSchedule(
+                    (ClassWindow(frozenset({5, 6}), time(0, 0), time(23, 59), "UTC"),), 0.25
+                ),
+            ),
+        ),
+    ),
+    (
+        "ARKVORY_SERVICE_ACCOUNT_CLASSES",
+        '{"ci-bot": "bulk", "mirror": "background"}',
+        "service_account_classes",
+        (("ci-bot", DownloadClass.BULK), ("mirror", DownloadClass.BACKGROUND)),
+    ),
     ("ARKVORY_DOWNLOAD_STRATEGY", "smallest-first", "strategy", Strategy.SMALLEST_FIRST),
     ("ARKVORY_DOWNLOAD_STRATEGY", " Shared ", "strategy", Strategy.SHARED),
     ("ARKVORY_MAX_DOWNLOAD_SESSIONS", "32", "sessions", 32),
@@ -480,6 +510,13 @@ def test_preempt_accepts_the_usual_booleans(text: str, value: bool) -> None:
 
 
 BAD_ENV: list[tuple[str, str, str]] = [
+    ("ARKVORY_DOWNLOAD_CLASS_WINDOWS", "{bulk}", "class_windows"),
+    (
+        "ARKVORY_DOWNLOAD_CLASS_WINDOWS",
+        '{"bulk": {"windows": [], "outsideShare": 2}}',
+        "class_windows/bulk/outsideShare",
+    ),
+    ("ARKVORY_SERVICE_ACCOUNT_CLASSES", '{"ci-bot": "urgent"}', "service_account_classes/ci-bot"),
     ("ARKVORY_DOWNLOAD_STRATEGY", "fastest", "strategy"),
     ("ARKVORY_MAX_DOWNLOAD_SESSIONS", "sixteen", "sessions"),
     ("ARKVORY_MAX_DOWNLOAD_SESSIONS", "0", "sessions"),

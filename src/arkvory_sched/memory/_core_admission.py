@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .._classes import DownloadClass, PrincipalKind, applied_class, default_class
+from .._classes import DownloadClass, PrincipalKind, applied_class
 from .._grant_state import GrantState
 from .._model import (
     Admitted,
@@ -35,7 +35,9 @@ class CoreAdmission(CoreEstimates):
         """Decide one GET (see ``DownloadScheduler.admit``); never blocks."""
         now = self._clock.monotonic()
         download_id = validated_download_id(request.download_id)
-        base = request.base_class or default_class(request.principal_kind)
+        base = self._settings.base_class_of(
+            request.principal, request.principal_kind, request.base_class
+        )
         cls = applied_class(base, request.requested_class)
         sessions = uses_sessions(self._settings, request.object_size)
         key: bytes | None = None
@@ -116,8 +118,7 @@ class CoreAdmission(CoreEstimates):
         """
         if self._closed:
             return None  # admit answers shutting down, or lets an active session finish
-        if base_class is None:
-            base_class = default_class(principal_kind)
+        base_class = self._settings.base_class_of(principal, principal_kind, base_class)
         if uses_sessions(self._settings, object_size):
             session = self._sessions.get(
                 self._keys.key(principal, object_id, download_id, client_address)

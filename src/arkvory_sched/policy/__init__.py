@@ -75,6 +75,7 @@ from ._slots import (
     slot_free_for,
 )
 from ._windows import (
+    WEEKDAYS,
     ClassWindow,
     is_open,
     next_closing,
@@ -108,6 +109,7 @@ __all__ = [
     "SIZE_UNIT",
     "TAIL_ONLY_HOLD_SECONDS",
     "TICKET_REUSE_SECONDS",
+    "WEEKDAYS",
     "ClassWindow",
     "MarkBudget",
     "YieldCandidate",

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncpg
 
-from .._classes import DownloadClass, applied_class, default_class
+from .._classes import DownloadClass, applied_class
 from .._model import (
     Admitted,
     ByteRange,
@@ -68,7 +68,9 @@ class SchedulerAdmission(SchedulerAnswers):
                 # so only a requested class is left to check (unknown → 400, as below).
                 if request.requested_class is not None:
                     applied_class(
-                        request.base_class or default_class(request.principal_kind),
+                        self._settings.base_class_of(
+                            request.principal, request.principal_kind, request.base_class
+                        ),
                         request.requested_class,
                     )
                 if lease.in_flight < lease.share and (
@@ -77,7 +79,9 @@ class SchedulerAdmission(SchedulerAnswers):
                     return self._grant_range(lease, request.effective_range)
                 return await self._admit_range(lease, request.effective_range)
         download_id = validated_download_id(request.download_id)
-        base = request.base_class or default_class(request.principal_kind)
+        base = self._settings.base_class_of(
+            request.principal, request.principal_kind, request.base_class
+        )
         cls = applied_class(base, request.requested_class)
         if not uses_sessions(self._settings, request.object_size):
             decision = self._requests.admit(request.principal, cls, request.effective_range)
