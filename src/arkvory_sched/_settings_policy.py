@@ -156,10 +156,12 @@ def parse_json_setting(text: str) -> object:
 
 def _class_named(value: object, where: str) -> DownloadClass:
     try:
-        return DownloadClass(value)
+        if isinstance(value, str):
+            return DownloadClass(value)
     except ValueError:
+        pass
         raise SettingsError(
             where,
             f"unknown class {value!r}; expected one of "
             + ", ".join(cls.value for cls in DownloadClass),
-        ) from None
+        )
