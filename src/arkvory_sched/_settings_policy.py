@@ -155,13 +155,12 @@ def parse_json_setting(text: str) -> object:
 
 
 def _class_named(value: object, where: str) -> DownloadClass:
-    try:
-        if isinstance(value, str):
-            return DownloadClass(value)
-    except ValueError:
-        pass
-        raise SettingsError(
-            where,
-            f"unknown class {value!r}; expected one of "
-            + ", ".join(cls.value for cls in DownloadClass),
-        )
+    if isinstance(value, str) and value in _CLASS_NAMES:
+        return DownloadClass(value)
+    raise SettingsError(
+        where,
+        f"unknown class {value!r}; expected one of " + ", ".join(_CLASS_NAMES),
+    )
+
+
+_CLASS_NAMES: Final = tuple(cls.value for cls in DownloadClass)
