@@ -1,0 +1,224 @@
+"""The settings store port: one operator record with a revision, and its audit trail.
+
+Every implementation (PostgreSQL for a fleet, SQLite for the embedded default) keeps
+the same record (R-SET-1): the camelCase fields an operator changed — operator fields,
+``classWindows`` and ``serviceAccountClasses`` — with ``revision``, ``updatedBy`` and
+``updatedAt``. ``{}`` means "the environment". A change is a compare-and-set in one
+statement (R-SET-5); every change and every refused attempt is written to the audit
+trail. One contract suite (``tests/contract/test_settings_store_contract.py``) runs
+against every implementation.
+
+Writes are validated before anything is saved (R-SET-2); reads are forgiving
+(R-SET-4, R-SET-6): :func:`apply_stored` never raises for the record's content.
+"""
+
+from __future__ import annotations
+
+import abc
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+from types import MappingProxyType
+from typing import Final
+
+from ._exceptions import ArkvoryError, SettingsError
+from ._settings import OPERATOR_FIELDS, SchedulerSettings
+
+__all__ = [
+    "AuditEntry",
+    "AuditOutcome",
+    "RevisionMismatchError",
+    "SettingsStore",
+    "StoredSettings",
+    "apply_stored",
+    "record_diff",
+    "validate_fields",
+]
+
+_CAMEL_OF: Final[Mapping[str, str]] = MappingProxyType(
+    {attribute: name for name, attribute in OPERATOR_FIELDS.items()}
+)
+
+
+@dataclass(frozen=True)
+class StoredSettings:
+    """The record as saved: ``fields`` holds only what an operator changed, camelCase.
+
+    ``updated_by`` and ``updated_at`` are ``None`` until the first change.
+    """
+
+    revision: int
+    fields: Mapping[str, object]
+    updated_by: str | None
+    updated_at: datetime | None
+
+
+class AuditOutcome(StrEnum):
+    """What became of one attempt to change the record."""
+
+    APPLIED = "applied"
+    REVISION_MISMATCH = "revision_mismatch"
+    INVALID = "invalid"
+
+
+@dataclass(frozen=True)
+class AuditEntry:
+    """One attempt to change the record, as the history shows it.
+
+    ``revision`` is the revision the attempt produced when applied, else the revision
+    the record was at. ``change`` is :func:`record_diff` of the record before and the
+    record asked for. ``detail`` says why a refused attempt was refused.
+    """
+
+    id: int
+    at: datetime
+    actor: str
+    outcome: AuditOutcome
+    expected_revision: int
+    revision: int
+    change: Mapping[str, Mapping[str, object]]
+    detail: str | None
+
+
+class RevisionMismatchError(ArkvoryError):
+    """The record changed since the caller read it; the API answers ``409``.
+
+    ``current`` and ``updated_by`` let the caller show the operator who changed it
+    (or read again and retry) without another round trip to find out.
+    """
+
+    def __init__(self, expected: int, current: int, updated_by: str | None = None) -> None:
+        by = f" (changed by {updated_by})" if updated_by else ""
+        super().__init__(
+            f"the settings are at revision {current}{by}, not the expected revision "
+            f"{expected}; read them again and reapply the change"
+        )
+        self.expected = expected
+        self.current = current
+        self.updated_by = updated_by
+
+
+class SettingsStore(abc.ABC):
+    """Reads and compare-and-sets the operator record; keeps the audit trail.
+
+    ``environment`` is the settings this process built from its environment: a change
+    is accepted only if it produces working settings on top of them, so that the
+    process that accepted a change can also run it.
+    """
+
+    @property
+    @abc.abstractmethod
+    def environment(self) -> SchedulerSettings:
+        """The base that changes are validated against."""
+
+    @abc.abstractmethod
+    async def read(self) -> StoredSettings:
+        """The record as saved now."""
+
+    @abc.abstractmethod
+    async def compare_and_set(
+        self, fields: Mapping[str, object], *, expected_revision: int, updated_by: str
+    ) -> StoredSettings:
+        """Replace the record with ``fields`` if it is still at ``expected_revision``.
+
+        ``fields`` is the whole new record, not a patch; ``{}`` returns to the
+        environment. Raises :class:`SettingsError` (its field a path such as
+        ``classWindows/bulk/windows/0/zone``) when the fields would not work, and
+        :class:`RevisionMismatchError` when another change came first; in both cases
+        nothing is saved and the refusal is audited.
+        """
+
+    @abc.abstractmethod
+    async def history(self, *, limit: int = 50, before: int | None = None) -> list[AuditEntry]:
+        """Audit entries newest first; ``before`` is the ``id`` to continue below."""
+
+    async def close(self) -> None:  # noqa: B027 (nothing to close by default)
+        """Release what the store holds (a pool it made, a file)."""
+
+
+def validate_fields(
+    environment: SchedulerSettings, fields: Mapping[str, object]
+) -> dict[str, object]:
+    """``fields`` as they will be saved, or :class:`SettingsError` naming the bad field.
+
+    Unknown names are refused here, unlike on reading: an operator who misspells a
+    field must hear about it rather than have it silently kept and ignored.
+    """
+    changes: dict[str, object] = {}
+    for name, value in fields.items():
+        attribute = OPERATOR_FIELDS.get(name)
+        if attribute is None:
+            raise SettingsError(
+                name, "unknown setting; known settings are " + ", ".join(OPERATOR_FIELDS)
+            )
+        changes[attribute] = value
+    try:
+        environment.with_changes(**changes)
+    except SettingsError as error:
+        raise camel_error(error) from None
+    checked: dict[str, object] = {}
+    for name, value in fields.items():
+        try:
+            json.dumps(value)
+        except (TypeError, ValueError):
+            raise SettingsError(name, f"cannot be saved: {value!r} is not JSON") from None
+        checked[name] = list(value) if isinstance(value, tuple) else value
+    return checked
+
+
+def apply_stored(
+    environment: SchedulerSettings, fields: Mapping[str, object]
+) -> tuple[SchedulerSettings, list[str]]:
+    """The settings to run on, and the problems found in the stored ``fields``.
+
+    Never raises for the record's content: unknown fields (saved by a newer version
+    before a rollback) are skipped with a note, and a record that does not produce
+    working settings on this server is ignored as a whole, because running on half of
+    an operator's change could combine values they never chose together.
+    """
+    problems: list[str] = []
+    changes: dict[str, object] = {}
+    for name, value in fields.items():
+        attribute = OPERATOR_FIELDS.get(name)
+        if attribute is None:
+            problems.append(
+                f"The stored setting {name!r} is not known to this version and is skipped "
+                "(it may have been saved by a newer version)."
+            )
+            continue
+        changes[attribute] = value
+    if not changes:
+        return environment, problems
+    try:
+        return environment.with_changes(**changes), problems
+    except SettingsError as error:
+        camel = camel_error(error).field
+        problems.append(
+            f"The stored setting {camel!r} does not fit this server ({error.message}), so the "
+            "stored settings are not applied and the queue runs on the environment settings; "
+            "save the settings again to fix this."
+        )
+        return environment, problems
+
+
+def record_diff(
+    before: Mapping[str, object], after: Mapping[str, object]
+) -> dict[str, dict[str, object]]:
+    """Each record field that differs: ``{"from": old, "to": new}``, ``None`` for absent
+    (absent is the environment's value)."""
+    return {
+        name: {"from": before.get(name), "to": after.get(name)}
+        for name in sorted(set(before) | set(after))
+        if before.get(name) != after.get(name)
+    }
+
+
+def camel_error(error: SettingsError) -> SettingsError:
+    """``error`` with its field (or the first step of its path) in the record's name."""
+    own, slash, inside = error.field.partition("/")
+    camel = _CAMEL_OF.get(own)
+    if camel is None or camel == own:
+        return error
+    return SettingsError(camel + slash + inside, error.message)
