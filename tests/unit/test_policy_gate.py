@@ -97,6 +97,13 @@ def test_a_rank_is_skipped_only_when_all_it_can_hold_is_closed(
     assert policy.closed_ranks(gate, gate.room([0, 0, 0, 0]), aging) == expected
 
 
+def test_a_rank_is_skipped_with_aging_when_nobody_below_can_have_aged_into_it() -> None:
+    gate = policy.class_gate(NIGHT_BULK.class_windows, 8, at(BERLIN, "2026-06-05 12:00"))
+    room = gate.room([0, 0, 0, 0])
+    assert policy.closed_ranks(gate, room, True, [0, 3, 900, 0])[2] is True
+    assert policy.closed_ranks(gate, room, True, [0, 3, 900, 1])[2] is False
+
+
 def test_a_closed_class_with_room_left_is_not_skipped() -> None:
     settings = schedules(bulk=("22:00", "06:00", "Europe/Berlin", 0.25))
     gate = policy.class_gate(settings.class_windows, 8, at(BERLIN, "2026-06-05 12:00"))
@@ -172,14 +179,10 @@ def test_window_estimate_gathers_the_closed_ranks_and_the_opening() -> None:
     now = at(BERLIN, "2026-06-05 18:00")
     gate = policy.class_gate(NIGHT_BULK.class_windows, 8, now)
     [(_, schedule)] = NIGHT_BULK.class_windows
-    estimate = policy.window_estimate(
-        gate, schedule, 2, 2, [0, 4, 50, 0], [0, 8, 0, 0], aging=False, wall=now
-    )
+    estimate = policy.window_estimate(gate, schedule, 2, 2, [0, 4, 50, 0], [0, 8, 0, 0], wall=now)
     assert estimate.opening == at(BERLIN, "2026-06-05 22:00")
     assert estimate.check_delay(300.0, 1.0) == 300.0
-    release = policy.window_estimate(
-        gate, None, 1, 1, [0, 4, 50, 0], [0, 8, 0, 0], aging=False, wall=now
-    )
+    release = policy.window_estimate(gate, None, 1, 1, [0, 4, 50, 0], [0, 8, 0, 0], wall=now)
     assert list(release.lengths) == [0, 4, 0, 0]
     assert release.start(now + 5, now) == (now + 5, now)
 

@@ -123,7 +123,6 @@ class CoreEstimates(CoreTransitions):
             session.queue_rank,
             self._queue.lengths,
             self._by_class_active,
-            aging=self._aging_on(),
             wall=wall,
         )
 

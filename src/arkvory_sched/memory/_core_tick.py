@@ -117,7 +117,8 @@ class CoreTick(CoreEstimates):
         allowed = None
         if gate is not None:
             room = gate.room(self._by_class_active)
-            allowed = [not skip for skip in closed_ranks(gate, room, self._aging_on())]
+            closed = closed_ranks(gate, room, self._aging_on(), self._by_class_waiting)
+            allowed = [not skip for skip in closed]
         for session in self._queue.iter_fair(allowed):
             scanned += 1
             if scanned > MARK_SCAN_SLACK:
@@ -158,7 +159,7 @@ class CoreTick(CoreEstimates):
             # and a rank holding only such waiters is not scanned at all.
             gate = self._class_gate()
             room = gate.room(self._by_class_active)
-            closed = closed_ranks(gate, room, self._aging_on())
+            closed = closed_ranks(gate, room, self._aging_on(), self._by_class_waiting)
 
             def may_take(entry: tuple[float, float, int, Session]) -> bool:
                 return self._may_be_marked(entry) and take_room(room, entry[3].base_class.rank)

@@ -129,14 +129,21 @@ def class_ages(schedules: ClassSchedules, base_rank: int) -> bool:
     return not any(cls.rank == base_rank for cls, _ in schedules)
 
 
-def closed_ranks(gate: ClassGate, room: Sequence[int | None], aging: bool) -> list[bool]:
+def closed_ranks(
+    gate: ClassGate,
+    room: Sequence[int | None],
+    aging: bool,
+    waiting_by_class: Sequence[int] | None = None,
+) -> list[bool]:
     """Queue ranks that hold only waiters who may not take a slot now.
 
     Queue rank ``r`` holds waiters of base class ``r`` and, with aging on, of the
     classes below it that age (those without windows: a windowed class does not
-    age). When all of them are closed with no room left, the marking and the search
-    for a head skip the rank altogether, so a crowd waiting for its window does not
-    use up how far they look (R-SESS-12). Interactive has no windows.
+    age) — unless, by ``waiting_by_class`` (waiters counted by base class, where the
+    store has the count), no such waiter exists. When all a rank may hold is closed
+    with no room left, the marking and the search for a head skip the rank, so a
+    crowd waiting for its window is not scanned each tick and does not use up how far
+    they look (R-SESS-12). Interactive has no windows.
     """
     held = [cap is not None and cap <= 0 for cap in room]
     ranks = [False] * CLASS_COUNT
@@ -144,7 +151,10 @@ def closed_ranks(gate: ClassGate, room: Sequence[int | None], aging: bool) -> li
         below = range(rank + 1, CLASS_COUNT) if aging and rank >= AGING_CAP_RANK else ()
         # A waiter that aged here before its class had windows is not counted: it is
         # passed over one by one, as any waiter that may not take a slot.
-        ranks[rank] = held[rank] and all(gate.windowed[lower] for lower in below)
+        ranks[rank] = held[rank] and all(
+            gate.windowed[lower] or (waiting_by_class is not None and not waiting_by_class[lower])
+            for lower in below
+        )
     return ranks
 
 
@@ -249,13 +259,18 @@ def window_estimate(
     lengths: Sequence[int],
     active_by_class: Sequence[int],
     *,
-    aging: bool,
     wall: float,
 ) -> WindowEstimate:
     """The :class:`WindowEstimate` of a waiter of base class ``base_rank`` waiting in
-    ``queue_rank`` (``schedule`` is its class's, None without windows). O(classes)."""
-    closed = closed_ranks(gate, gate.room(active_by_class), aging)
-    shown = open_lengths(lengths, closed, queue_rank)
+    ``queue_rank`` (``schedule`` is its class's, None without windows). O(classes).
+
+    A rank whose own class is closed with no room left counts as empty: the few
+    waiters that may have aged into it from below are not worth a count the stores
+    would have to keep by base class for every poll (the marking passes them over
+    one by one, :func:`closed_ranks`).
+    """
+    held = [cap is not None and cap <= 0 for cap in gate.room(active_by_class)]
+    shown = open_lengths(lengths, held, queue_rank)
     if schedule is None:
         return WindowEstimate(shown, at=wall)
     return WindowEstimate(

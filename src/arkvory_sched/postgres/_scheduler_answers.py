@@ -140,7 +140,6 @@ class SchedulerAnswers(SchedulerState):
             queue_rank,
             snapshot.class_lengths,
             snapshot.active_by_class,
-            aging=settings.aging_minutes > 0,
             wall=wall,
         )
 
