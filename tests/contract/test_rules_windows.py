@@ -342,3 +342,30 @@ async def test_a_closed_class_makes_nobody_yield(make_scheduler: MakeScheduler) 
     await step(scheduler, clock, 2.0)
     assert (await scheduler.stats()).preemptions_total == 1
     assert isinstance(await scheduler.admit(mirror[10]), Queued)  # yields at its boundary
+
+
+async def test_a_waiter_due_to_age_after_its_class_got_windows_is_deferred(
+    make_scheduler: MakeScheduler,
+) -> None:
+    """The old bulk waiter was queued (and given its promotion time) before bulk had
+    windows; when it falls due, it stays in bulk (ADR 0021)."""
+    clock = clock_at(BERLIN, "2026-06-05 12:00")
+    settings = contract_settings(sessions=1, aging_minutes=1.0)
+    scheduler = await make_scheduler(settings, clock=clock)
+    holder = await admitted(scheduler, bulk("holder", "dl-holder"))
+    old = bulk("old-bulk", "dl-old")
+    await queued(scheduler, old)
+    await step(scheduler, clock, 10.0)
+    await queued(scheduler, old)
+    windowed = bulk_windows("00:00", "23:59", BERLIN).class_windows
+    await scheduler.configure(settings.with_changes(class_windows=windowed))
+    newer = big("new-release", "dl-new")
+    await queued(scheduler, newer)
+    for _ in range(7):  # old has waited 80 s: due for release 20 s ago
+        await step(scheduler, clock, 10.0)
+        await queued(scheduler, old)
+        await queued(scheduler, newer)
+    await deliver(scheduler, holder)
+    await step(scheduler, clock, 0.1)
+    assert isinstance(await scheduler.admit(old), Queued)
+    await admitted(scheduler, newer)
