@@ -363,15 +363,18 @@ class QueueLeader:
         active_by_principal = await _active_by_principal(conn)
         contenders = await _contenders(conn, settings, active_by_principal)
         share = settings.per_principal
-        active = await conn.fetch(tick_sql.ACTIVE_FOR_ESTIMATE)
+        # The active rows are read before the head only when windows need them.
+        active = None if gate is None else await conn.fetch(tick_sql.ACTIVE_FOR_ESTIMATE)
         window = WindowView.of(
-            gate, [row["base_class"] for row in active], settings.aging_minutes > 0
+            gate, [row["base_class"] for row in active or ()], settings.aging_minutes > 0
         )
         head = await self._first_eligible(
             conn, settings, active_by_principal, contenders, idle_classes, window
         )
         if head is None:
             return None
+        if active is None:
+            active = await conn.fetch(tick_sql.ACTIVE_FOR_ESTIMATE)
         head_principal = head["principal"]
         head_active = active_by_principal.get(head_principal, 0)
         head_interactive = head["base_class"] == _INTERACTIVE_RANK
