@@ -24,7 +24,7 @@ from arkvory_sched.memory._session import PrincipalRecord, Session
 from arkvory_sched.policy import ROUND_HISTORY_SECONDS
 from arkvory_sched.postgres import _sql as sql
 from arkvory_sched.postgres import _sql_tick as tick_sql
-from arkvory_sched.postgres._leader import _promote_aged
+from arkvory_sched.postgres._leader_aging import promote_aged
 from tests.postgres._helpers import SIZE
 from tests.postgres.test_one_round_trip import admit
 
@@ -201,7 +201,7 @@ async def test_aged_waiters_move_up_in_the_order_the_fair_queue_moves_them(
             *(key, "ann", 2, True, SIZE, START, int(START * 1000), 1.0, START, promote),
             *(START + 2.0, START + 32.0),
         )
-    await _promote_aged(db, SchedulerSettings(aging_minutes=1.0), START + 70.0)
+    await promote_aged(db, SchedulerSettings(aging_minutes=1.0), START + 70.0, 8192)
     rows = await db.fetch("SELECT session_key, queue_rank, order_key FROM download_session")
     placed = {row["session_key"]: (row["queue_rank"], row["order_key"]) for row in rows}
     assert placed == {b"due-first": (1, 1.0), b"due-last": (1, 2.0)}

@@ -1,9 +1,10 @@
-"""``python -m tests.simulation``: run the three scenarios and print their tables."""
+"""``python -m tests.simulation``: run the four scenarios and print their tables."""
 
 from __future__ import annotations
 
 import time
 
+from .scenario_windows import scenario_4, scenario_4_table
 from .scenarios import (
     scenario_1,
     scenario_1_table,
@@ -19,6 +20,7 @@ def main() -> None:
     print(scenario_1_table(scenario_1()), end="\n\n")
     print(scenario_2_table(scenario_2()), end="\n\n")
     print(scenario_3_table(scenario_3()), end="\n\n")
+    print(scenario_4_table(scenario_4()), end="\n\n")
     print(f"simulated in {time.perf_counter() - started:.1f} s of real time")
 
 

@@ -117,10 +117,18 @@ class SimulationRun:
     max_active_sessions: int
     preemptions: int
     samples: list[tuple[float, int, dict[str, int]]]
+    busy_while_class_waiting: dict[str, float] = field(default_factory=dict)
+    class_waiting_time: dict[str, float] = field(default_factory=dict)
 
     @property
     def link_busy_share(self) -> float:
         return 1.0 if self.waiting_time <= 0 else self.busy_while_waiting / self.waiting_time
+
+    def link_busy_share_of(self, group: str) -> float:
+        """The share of the time clients of ``group`` (their requested class, or
+        ``"default"``) had arrived and not finished in which the link carried data."""
+        waiting = self.class_waiting_time.get(group, 0.0)
+        return 1.0 if waiting <= 0 else self.busy_while_class_waiting.get(group, 0.0) / waiting
 
 
 class LinkSimulation:
@@ -136,7 +144,10 @@ class LinkSimulation:
         seed: int = 1,
         horizon: float = 24 * 3600.0,
         observe: Callable[[float], dict[str, int]] | None = None,
+        estimate_after: float = 0.0,
     ) -> None:
+        """``estimate_after``: a client's estimate is the first one with a position it
+        is told at or after this time (a window's opening, say), not before."""
         self._scheduler = (
             scheduler if isinstance(scheduler, DownloadScheduler) else scheduler(self.virtual_wait)
         )
@@ -146,6 +157,10 @@ class LinkSimulation:
         self._random = random.Random(seed)
         self._horizon = horizon
         self._observe = observe
+        self._estimate_after = estimate_after
+        self._arrived_by_group: dict[str, int] = {}
+        self._busy_by_group: dict[str, float] = {}
+        self._waiting_by_group: dict[str, float] = {}
         self._clients = [
             _Client(spec, ClientResult(spec), download_id=f"dl-{index:06d}")
             for index, spec in enumerate(clients)
@@ -187,6 +202,11 @@ class LinkSimulation:
             self._waiting_time += elapsed
             if busy:
                 self._busy_while_waiting += elapsed
+        for group, arrived in self._arrived_by_group.items():
+            if arrived:
+                self._waiting_by_group[group] = self._waiting_by_group.get(group, 0.0) + elapsed
+                if busy:
+                    self._busy_by_group[group] = self._busy_by_group.get(group, 0.0) + elapsed
         if busy:
             self._virtual += elapsed * self._bandwidth / len(self._transfers)
         self._now = when
@@ -250,6 +270,8 @@ class LinkSimulation:
             max_active_sessions=self._max_active,
             preemptions=stats.preemptions_total,
             samples=self._samples,
+            busy_while_class_waiting=self._busy_by_group,
+            class_waiting_time=self._waiting_by_group,
         )
 
     async def _tick(self) -> None:
@@ -286,6 +308,8 @@ class LinkSimulation:
         result = client.result
         if result.polls == 0:
             self._arrived_unfinished += 1
+            group = _group(client.spec)
+            self._arrived_by_group[group] = self._arrived_by_group.get(group, 0) + 1
         result.polls += 1
         decision = await self._scheduler.admit(self._request_for(client))
         if isinstance(decision, Admitted):
@@ -310,7 +334,11 @@ class LinkSimulation:
         if isinstance(decision, Queued):
             if decision.ticket is not None:
                 client.ticket = decision.ticket
-            if result.estimate is None and decision.position is not None:
+            if (
+                result.estimate is None
+                and decision.position is not None
+                and self._now >= self._estimate_after
+            ):
                 wall_now = self._clock.wall()
                 result.estimate_at = self._now
                 result.estimate = self._now + (decision.starts_at - wall_now)
@@ -336,8 +364,13 @@ class LinkSimulation:
             client.result.finished = self._now
             self._unfinished -= 1
             self._arrived_unfinished -= 1
+            self._arrived_by_group[_group(client.spec)] -= 1
             return
         self._spawn_request(client)
+
+
+def _group(spec: ClientSpec) -> str:
+    return spec.requested_class or "default"
 
 
 def oracle_completions(clients: list[ClientSpec], slots: int, bandwidth: float) -> list[float]:

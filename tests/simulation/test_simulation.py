@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from arkvory_sched.policy import MAX_CHECK_SECONDS
+
+from .scenario_windows import OPENS_AFTER, Scenario4, scenario_4, scenario_4_table
 from .scenarios import (
     SLOTS,
     Scenario1,
@@ -24,6 +27,13 @@ pytestmark = pytest.mark.simulation
 def mass_update() -> Scenario1:
     result = scenario_1()
     print(scenario_1_table(result))
+    return result
+
+
+@pytest.fixture(scope="module")
+def night_window() -> Scenario4:
+    result = scenario_4()
+    print(scenario_4_table(result))
     return result
 
 
@@ -101,3 +111,40 @@ def test_smallest_first_lowers_mean_completion(mixed_sizes: Scenario3) -> None:
     assert mixed_sizes.unfinished == 0
     assert mixed_sizes.smallest_mean < mixed_sizes.ordered_mean
     assert mixed_sizes.largest_wait_smallest_first < float("inf")
+
+
+def test_night_window_everyone_finishes(night_window: Scenario4) -> None:
+    assert night_window.unfinished == 0
+
+
+def test_no_bulk_download_starts_outside_its_window(night_window: Scenario4) -> None:
+    assert night_window.bulk_starts_outside == 0
+    assert night_window.first_bulk_start >= OPENS_AFTER
+
+
+def test_release_has_the_link_while_bulk_waits(night_window: Scenario4) -> None:
+    # Not 99 % as in scenario 1: while the closed fleet waits the queue is never empty,
+    # so a release newcomer on an idle link waits for the next tick's mark and its
+    # next poll (R-SESS-12), about 2 s at the start of each wave.
+    assert night_window.release_busy_share >= 0.97
+    assert night_window.release_unfinished_at_opening == 0
+
+
+def test_estimates_at_the_opening_are_as_accurate_as_scenario_1(
+    night_window: Scenario4,
+) -> None:
+    assert night_window.estimates >= night_window.fleet // 2
+    assert night_window.estimate_within_bound_p95 <= 1.0
+    assert night_window.interval_hit_share >= 0.90
+
+
+def test_first_bulk_batch_finishes_within_one_batch_after_the_opening(
+    night_window: Scenario4,
+) -> None:
+    assert night_window.first_batch_after_opening <= night_window.first_batch_bound
+
+
+def test_a_fleet_waiting_for_its_window_does_not_hammer_the_server(
+    night_window: Scenario4,
+) -> None:
+    assert night_window.fleet_mean_polls <= 1.5 * OPENS_AFTER / MAX_CHECK_SECONDS

@@ -32,7 +32,7 @@ from .._settings import SchedulerSettings
 from ..policy import CLASS_COUNT
 from ._core_admission import CoreAdmission
 from ._core_delivery import CoreDelivery
-from ._core_state import _ACTIVE, _PAUSED, _SHARED, _WAITING, TickOutcome
+from ._core_state import _ACTIVE, _PAUSED, _SHARED, _WAITING, TickOutcome, ages_of
 from ._core_tick import CoreTick
 
 __all__ = ["GrantState", "PendingRequest", "SchedulerCore", "TickOutcome"]
@@ -46,7 +46,9 @@ class SchedulerCore(CoreAdmission, CoreDelivery, CoreTick):
         """Apply from the next decision on; env-only fields keep their start-up values."""
         settings = settings.keeping_environment_only(self._settings)
         self._settings = settings
-        self._queue.reconfigure(settings.strategy, settings.weights, settings.aging_minutes * 60)
+        self._queue.reconfigure(
+            settings.strategy, settings.weights, settings.aging_minutes * 60, ages_of(settings)
+        )
         self._under_share_waiting = sum(
             principal.waiting
             for principal in self._principals.values()

@@ -12,13 +12,16 @@ from .._model import (
 )
 from ..policy import (
     TICKET_REUSE_SECONDS,
+    WindowEstimate,
     busy_retry_after,
     check_delay,
     estimate_interval,
     estimate_rate,
     estimate_start,
     finish_table,
+    jitter,
     no_show_at,
+    window_estimate,
 )
 from ._core_transitions import CoreTransitions
 from ._session import Session
@@ -30,6 +33,9 @@ class CoreEstimates(CoreTransitions):
     """Delivery rate, start estimates, the ``Queued`` answer, tickets and refusals."""
 
     # ================================================================ estimates
+    def _aging_on(self) -> bool:
+        return self._settings.aging_minutes > 0
+
     def _current_rate(self) -> float:
         peak = self._rate.peak(self._clock.monotonic())
         if peak > 0:
@@ -66,16 +72,23 @@ class CoreEstimates(CoreTransitions):
         )
 
     def _queued(self, session: Session, now: float, *, newcomer: bool) -> Queued:
-        ahead = self._queue.ahead_of(session)
+        wall_offset = self._clock.wall() - now  # announced times are wall time (R-RES-5)
+        window = self._window(session, now + wall_offset)
+        ahead = self._queue.ahead_of(session, window.lengths)
         start = self._estimate_start(session, ahead, now)
+        moved, not_before = window.start(start + wall_offset, now + wall_offset)
+        start = moved - wall_offset
         wait = start - now
-        delay = check_delay(
-            session.key,
-            newcomer=newcomer,
-            ahead=ahead,
-            wait=wait,
-            marked=session.mark == self._mark_epoch,
-            free_at_mark=self._free_at_mark,
+        delay = window.check_delay(
+            check_delay(
+                session.key,
+                newcomer=newcomer,
+                ahead=ahead,
+                wait=wait,
+                marked=session.mark == self._mark_epoch,
+                free_at_mark=self._free_at_mark,
+            ),
+            jitter(session.key),
         )
         if not newcomer and session.first_estimate is None and session.blocked_by is None:
             session.first_estimate = start
@@ -84,7 +97,7 @@ class CoreEstimates(CoreTransitions):
         session.no_show_at = no_show_at(session.check_at, delay)
         self._deadlines.schedule(session, session.no_show_at)
         earliest, latest = estimate_interval(start, now)
-        wall_offset = self._clock.wall() - now
+        earliest = max(earliest, not_before - wall_offset)  # not before its window opens
         return Queued(
             position=None if newcomer else ahead + 1,
             starts_at=start + wall_offset,
@@ -94,6 +107,23 @@ class CoreEstimates(CoreTransitions):
             retry_after=max(1, math.ceil(delay)),
             download_class=session.base_class,
             ticket=self._issue_ticket(session),
+        )
+
+    def _window(self, session: Session, wall: float) -> WindowEstimate:
+        """What the windows change in an estimate made at ``wall`` (R-WIN-2, R-EST-2):
+        closed classes are ahead of nobody; a waiter of one starts after its opening
+        and asks again no later than that."""
+        settings = self._settings
+        if not settings.class_windows:
+            return WindowEstimate(self._queue.lengths)
+        return window_estimate(
+            self._class_gate(),
+            settings.schedule_of(session.base_class),
+            session.base_class.rank,
+            session.queue_rank,
+            self._queue.lengths,
+            self._by_class_active,
+            wall=wall,
         )
 
     def _active_ticket(self, session: Session, now: float) -> str | None:

@@ -19,17 +19,22 @@ from .._session_keys import SessionKeys
 from .._settings import SchedulerSettings, Strategy
 from .._tickets import TicketSigner
 from ..observability import EstimateScorer, Histogram
-from ..policy import CLASS_COUNT
+from ..policy import CLASS_COUNT, ClassGate, class_ages
 from ._deadlines import DeadlineBuckets
 from ._fairqueue import FairQueue
 from ._session import PrincipalRecord, Session, SessionState
 
-__all__ = ["CoreState", "TickOutcome"]
+__all__ = ["CoreState", "TickOutcome", "ages_of"]
 
 # Enum members bound once (why: _model.py, next to RangeKind).
 _WAITING, _ACTIVE = SessionState.WAITING, SessionState.ACTIVE
 _PAUSED, _GONE = SessionState.PAUSED, SessionState.GONE
 _SHARED = Strategy.SHARED
+
+
+def ages_of(settings: SchedulerSettings) -> list[bool]:
+    """Per base class, whether its waiters age: not a class with windows (ADR 0021)."""
+    return [class_ages(settings.class_windows, rank) for rank in range(CLASS_COUNT)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +69,11 @@ class CoreState:
         self._clock = clock
         self._signer = signer
         self._queue = FairQueue(settings.strategy, settings.weights, settings.aging_minutes * 60)
+        self._queue.reconfigure(
+            settings.strategy, settings.weights, settings.aging_minutes * 60, ages_of(settings)
+        )
+        # The windows' verdict (R-WIN-2), kept until a class opens or closes.
+        self._gate: ClassGate | None = None
         self._sessions: dict[bytes, Session] = {}
         self._keys = SessionKeys()
         self._principals: dict[str, PrincipalRecord] = {}

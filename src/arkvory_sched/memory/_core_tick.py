@@ -8,8 +8,10 @@ from ..policy import (
     YieldHead,
     choose_marks,
     choose_victim,
+    closed_ranks,
     finishing_soon,
     marking_budget,
+    take_room,
 )
 from ._core_estimates import CoreEstimates
 from ._core_state import _ACTIVE, _PAUSED, _SHARED, _WAITING, TickOutcome
@@ -107,12 +109,23 @@ class CoreTick(CoreEstimates):
         return True
 
     def _first_eligible_waiter(self) -> Session | None:
+        """The head preemption serves: not blocked, not over its share, and not of a
+        class outside its windows (R-WIN-2: a closed class never makes anyone yield,
+        even with an outside share left)."""
         scanned = 0
-        for session in self._queue.iter_fair():
+        gate = self._class_gate() if self._settings.class_windows else None
+        allowed = None
+        if gate is not None:
+            room = gate.room(self._by_class_active)
+            closed = closed_ranks(gate, room, self._aging_on(), self._by_class_waiting)
+            allowed = [not skip for skip in closed]
+        for session in self._queue.iter_fair(allowed):
             scanned += 1
             if scanned > MARK_SCAN_SLACK:
                 return None
             if self._blocked(session) or self._over_share_with_contenders(session):
+                continue
+            if gate is not None and gate.closed(session.base_class.rank):
                 continue
             return session
         return None
@@ -139,9 +152,19 @@ class CoreTick(CoreEstimates):
         if not budget.free or not self._queue:
             return 0
         queue = self._queue
-        marks = choose_marks(
-            queue.heads(), queue.passes, queue.strides, budget, self._may_be_marked
-        )
+        may_take = self._may_be_marked
+        closed: list[bool] = []
+        if settings.class_windows:
+            # R-WIN-2: a closed class is marked only within the slots it may still take,
+            # and a rank holding only such waiters is not scanned at all.
+            gate = self._class_gate()
+            room = gate.room(self._by_class_active)
+            closed = closed_ranks(gate, room, self._aging_on(), self._by_class_waiting)
+
+            def may_take(entry: tuple[float, float, int, Session]) -> bool:
+                return self._may_be_marked(entry) and take_room(room, entry[3].base_class.rank)
+
+        marks = choose_marks(queue.heads(), queue.passes, queue.strides, budget, may_take, closed)
         epoch = self._mark_epoch
         for entry, backup in marks:
             session = entry[3]

@@ -10,7 +10,9 @@ from __future__ import annotations
 from ..policy import (
     NEWCOMER_CHECK_SECONDS,
     PAUSE_RETENTION_SECONDS,
+    ClassGate,
     backup_may_take_slot,
+    current_gate,
     no_show_at,
     over_share_with_contenders,
     slot_free_for,
@@ -38,7 +40,24 @@ class CoreTransitions(CoreState):
             active_interactive=self._active_interactive,
             interactive=session.interactive,
             over_share=self._over_share_with_contenders(session),
+        ) and self._window_allows(session)
+
+    def _window_allows(self, session: Session) -> bool:
+        """R-WIN-2: its base class is open, or below its share of slots outside."""
+        if not self._settings.class_windows:
+            return True
+        rank = session.base_class.rank
+        return self._class_gate().may_start(rank, self._by_class_active[rank])
+
+    def _class_gate(self) -> ClassGate:
+        """The windows' verdict now, computed again only when a class opens or closes
+        (or the settings or the wall clock change)."""
+        settings = self._settings
+        gate = current_gate(
+            self._gate, settings.class_windows, settings.sessions, self._clock.wall()
         )
+        self._gate = gate
+        return gate
 
     def _over_share_with_contenders(self, session: Session) -> bool:
         """R-CLASS-5: beyond its share only while no other principal's waiter contends."""

@@ -51,6 +51,7 @@ class FairQueue:
     """Waiting sessions of all classes, in the order the current strategy serves them."""
 
     __slots__ = (
+        "_ages",
         "_aging",
         "_aging_seconds",
         "_classes",
@@ -67,6 +68,8 @@ class FairQueue:
         self._strategy = strategy
         self._strides = strides_of(weights)
         self._aging_seconds = aging_seconds
+        # Per base class: whether its waiters age (not a class with windows, ADR 0021).
+        self._ages = [True] * CLASS_COUNT
         self._classes: list[SortedList] = [SortedList() for _ in range(CLASS_COUNT)]
         self._lengths = [0] * CLASS_COUNT  # len() of each class, kept for stride_ahead
         self._aging: list[SortedList] = [SortedList() for _ in range(CLASS_COUNT)]
@@ -96,8 +99,9 @@ class FairQueue:
         session.entry = entry
         entries.add(entry)
         self._lengths[rank] += 1
-        if self._aging_seconds > 0 and rank > AGING_CAP_RANK:
-            at = promote_at(session.aging_since, session.base_class.rank, rank, self._aging_seconds)
+        base = session.base_class.rank
+        if self._aging_seconds > 0 and rank > AGING_CAP_RANK and self._ages[base]:
+            at = promote_at(session.aging_since, base, rank, self._aging_seconds)
             self._aging[rank].add((at, session.seq, session))
 
     def remove(self, session: Session) -> None:
@@ -155,6 +159,11 @@ class FairQueue:
             aging = self._aging[rank]
             while aging and aging[0][0] <= now:
                 session = aging[0][2]
+                if not self._ages[session.base_class.rank]:
+                    # Its class has had windows since it joined: deferred, it stays
+                    # where it is and ages no more (ADR 0021), as on PostgreSQL.
+                    aging.pop(0)
+                    continue
                 self.remove(session)
                 session.queue_rank = rank - 1
                 self.add(session)
@@ -182,14 +191,25 @@ class FairQueue:
         """The classes' pass steps, ``1 / weight`` (read only)."""
         return self._strides
 
-    def ahead_of(self, session: Session) -> int:
-        """How many waiters the strategy serves before ``session`` (an O(log n) estimate)."""
+    def ahead_of(self, session: Session, lengths: Sequence[int] | None = None) -> int:
+        """How many waiters the strategy serves before ``session`` (an O(log n) estimate).
+
+        ``lengths`` replaces the class lengths the other classes are counted by (a
+        closed class's waiters are not ahead of anyone, ``policy.open_lengths``).
+        """
         entry = session.entry
         if entry is None:
             return 0
         rank = session.queue_rank
         own: int = self._classes[rank].bisect_left(entry)
-        return stride_ahead(own, rank, self._passes, self._lengths, self._strides)
+        return stride_ahead(
+            own, rank, self._passes, self._lengths if lengths is None else lengths, self._strides
+        )
+
+    @property
+    def lengths(self) -> list[int]:
+        """Waiters per class (read only)."""
+        return self._lengths
 
     def oldest_waiting_since(self, rank: int, sample: int = 64) -> float | None:
         """Earliest ``waiting_since`` among the first waiters of a class (heads wait longest)."""
@@ -199,8 +219,20 @@ class FairQueue:
         since: float = min(entry[3].waiting_since for entry in entries.islice(0, sample))
         return since
 
-    def reconfigure(self, strategy: Strategy, weights: Sequence[int], aging_seconds: float) -> None:
-        """Re-key every waiter for a new strategy or aging; O(n log n), only on change."""
+    def reconfigure(
+        self,
+        strategy: Strategy,
+        weights: Sequence[int],
+        aging_seconds: float,
+        ages: Sequence[bool] = (True,) * CLASS_COUNT,
+    ) -> None:
+        """Re-key every waiter for a new strategy or aging; O(n log n), only on change.
+
+        ``ages[base_rank]`` says whether waiters of a base class age: a class with
+        windows does not (``policy.class_ages``). It applies to waiters joining from
+        now on and to the due ones, which are deferred; nothing is re-keyed for it.
+        """
+        self._ages = list(ages)
         strides = strides_of(weights)
         if strategy is self._strategy and aging_seconds == self._aging_seconds:
             self._strides = strides

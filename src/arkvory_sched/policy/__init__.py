@@ -11,6 +11,8 @@ result (ADR 0016). A rule changed here changes for both stores at once.
 - :mod:`._estimates`: start estimates, ``checkAt`` and Retry-After values.
 - :mod:`._requests`: download ids, session admission, the start of a download.
 - :mod:`._windows`: operator windows of a class in wall time of a zone (R-WIN-2).
+- :mod:`._gate`: which classes may take a slot now by their windows, and estimates
+  moved into the windows (R-WIN-2, R-EST-2).
 """
 
 from __future__ import annotations
@@ -51,6 +53,19 @@ from ._estimates import (
     jitter,
     no_show_at,
     request_retry_after,
+)
+from ._gate import (
+    ClassGate,
+    WindowEstimate,
+    class_ages,
+    class_gate,
+    closed_ranks,
+    current_gate,
+    open_lengths,
+    opening_check_delay,
+    take_room,
+    window_estimate,
+    windowed_start,
 )
 from ._order import (
     caught_up,
@@ -110,8 +125,10 @@ __all__ = [
     "TAIL_ONLY_HOLD_SECONDS",
     "TICKET_REUSE_SECONDS",
     "WEEKDAYS",
+    "ClassGate",
     "ClassWindow",
     "MarkBudget",
+    "WindowEstimate",
     "YieldCandidate",
     "YieldHead",
     "YieldHolder",
@@ -121,6 +138,10 @@ __all__ = [
     "check_delay",
     "choose_marks",
     "choose_victim",
+    "class_ages",
+    "class_gate",
+    "closed_ranks",
+    "current_gate",
     "estimate_interval",
     "estimate_rate",
     "estimate_start",
@@ -133,6 +154,8 @@ __all__ = [
     "next_opening",
     "no_show_at",
     "open_intervals",
+    "open_lengths",
+    "opening_check_delay",
     "over_share_with_contenders",
     "parse_windows",
     "promote_at",
@@ -143,6 +166,9 @@ __all__ = [
     "smallest_first_key",
     "stride_ahead",
     "strides_of",
+    "take_room",
     "uses_sessions",
     "validated_download_id",
+    "window_estimate",
+    "windowed_start",
 ]

@@ -109,18 +109,25 @@ def choose_marks(
     strides: Sequence[float],
     budget: MarkBudget,
     may_take: Callable[[T], bool],
+    closed: Sequence[bool] = (),
 ) -> list[tuple[T, bool]]:
     """The waiters to mark, in service order, each with whether it is a back-up.
 
     Rank 0 holds only interactive waiters (aging never lifts into it), so every other
     rank spends the non-interactive budget; once that is spent, those classes are
     skipped. ``may_take`` passes over a waiter that may not take a slot (blocked
-    behind a head it yielded to, or over its share while others contend).
+    behind a head it yielded to, over its share while others contend, or of a class
+    outside its windows). ``closed[rank]`` skips a rank whose every waiter is of a
+    class outside its windows (:func:`~._gate.closed_ranks`): a crowd waiting for its
+    window is not scanned, and does not use up the scan limit the others need.
     """
     total, noninteractive = budget.total, budget.noninteractive
     if total <= 0:
         return []
     allowed = [True] + [noninteractive > 0] * (len(heads) - 1)
+    for rank, skip in enumerate(closed):
+        if skip:
+            allowed[rank] = False
     limit = budget.scan_limit
     chosen: list[tuple[T, bool]] = []
     for scanned, (rank, waiter) in enumerate(service_order(heads, passes, strides, allowed)):

@@ -33,6 +33,8 @@ class QueueSnapshot:
     passes: tuple[float, ...]
     active: int
     active_interactive: int
+    active_by_class: tuple[int, ...]
+    """Held slots by base class, for the share of a class outside its windows."""
 
     @property
     def waiting(self) -> int:
@@ -56,4 +58,5 @@ async def read_snapshot(conn: asyncpg.Connection) -> QueueSnapshot:
         passes=tuple(row["passes"] or (0.0,) * CLASS_COUNT),
         active=row["active"],
         active_interactive=row["active_interactive"],
+        active_by_class=tuple(row["active_by_class"] or (0,) * CLASS_COUNT),
     )

@@ -13,7 +13,6 @@ needs, asks the policy and writes the result.
 from __future__ import annotations
 
 import logging
-from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -27,23 +26,25 @@ from ..policy import (
     MARK_SCAN_SLACK,
     PAUSE_RETENTION_SECONDS,
     TAIL_ONLY_HOLD_SECONDS,
+    ClassGate,
     YieldCandidate,
     YieldHead,
     caught_up,
     choose_marks,
     choose_victim,
+    current_gate,
     estimate_rate,
     finish_table,
     finishing_soon,
     marking_budget,
     over_share_with_contenders,
-    promote_at,
     service_order,
     slot_free_for,
     strides_of,
 )
 from . import _sql as sql
 from . import _sql_tick as tick_sql
+from ._leader_aging import WindowView, entered_empty, promote_aged
 
 __all__ = ["PLACE_BUCKET", "LeaderOutcome", "QueueLeader", "exact_head"]
 
@@ -57,6 +58,8 @@ PLACE_BUCKET = 1024
 # switch that gives every waiter a new key) is folded over several ticks, each well
 # inside the statement timeout, while positions lag by what is not folded yet.
 FOLD_LIMIT = 65536
+
+
 # The most no-shows, expired pauses and promotions one tick takes of each: a crowd
 # that leaves or ages at once is handled over several ticks, each inside the statement
 # timeout, where one tick for all of them would fail every time (ADR 0020).
@@ -117,6 +120,7 @@ class QueueLeader:
         self.token: int | None = None
         self.since = 0.0  # when this process became leader (queue time)
         self._next_round_cleanup = 0.0
+        self._gate: ClassGate | None = None  # the windows' verdict (R-WIN-2)
 
     @property
     def is_leader(self) -> bool:
@@ -185,7 +189,7 @@ class QueueLeader:
             # class up as its first waiter enters (ADR 0017).
             promoted_from: list[int] = []
             if settings.aging_minutes > 0:
-                promoted_from = await _promote_aged(conn, settings, now)
+                promoted_from = await promote_aged(conn, settings, now, TICK_BATCH)
             if real >= self._next_round_cleanup:
                 self._next_round_cleanup = real + ROUND_CLEANUP_SECONDS
                 await conn.execute(tick_sql.FORGET_OLD_ROUNDS)
@@ -194,9 +198,9 @@ class QueueLeader:
                 (sql.STORE_SHAPE, (list(shape.lengths), shape.waiting_bytes, shape.sessions))
             )
             lengths = shape.lengths
-            entered_empty = _entered_empty(lengths, promoted_from)
+            entered = entered_empty(lengths, promoted_from)
             idle_classes = [
-                rank for rank in range(CLASS_COUNT) if not lengths[rank] or rank in entered_empty
+                rank for rank in range(CLASS_COUNT) if not lengths[rank] or rank in entered
             ]
             # Every grant advances its class's row, so the catch-up is written last too
             # (and only where a pass changes); the ordering below applies it as read.
@@ -204,18 +208,27 @@ class QueueLeader:
                 last_writes.append((sql.CATCH_UP_IDLE_CLASSES, (idle_classes,)))
             await conn.execute(sql.UNBLOCK_YIELDERS)
             await conn.execute(sql.CANCEL_STALE_YIELDS)
+            gate = self._window_gate(settings, now)
             marked = await self._mark_waiters(
-                conn, settings, now, sum(lengths), local_rate, idle_classes, last_writes
+                conn, settings, now, sum(lengths), local_rate, idle_classes, last_writes, gate
             )
             yielding: bytes | None = None
             if settings.preempt and settings.strategy is not Strategy.SHARED and not closed:
-                yielding = await self._maybe_preempt(conn, settings, now, idle_classes)
+                yielding = await self._maybe_preempt(conn, settings, now, idle_classes, gate)
             for statement, arguments in last_writes:
                 await conn.execute(statement, *arguments)
         if reaped or released:
             log.info("released %d dead and %d idle leases", reaped, len(released))
         expired = no_shows + expired_paused + reaped + len(released)
         return LeaderOutcome(expired, marked, tuple(released), yielding)
+
+    def _window_gate(self, settings: SchedulerSettings, now: float) -> ClassGate | None:
+        """The windows' verdict at the wall time of queue time ``now`` (R-RES-5)."""
+        if not settings.class_windows:
+            return None
+        wall = now + (self._clock.wall() - self._clock.monotonic())
+        self._gate = current_gate(self._gate, settings.class_windows, settings.sessions, wall)
+        return self._gate
 
     async def _fold(self, conn: asyncpg.Connection) -> bool:
         """Fold the queue's changes into the place buckets (ADR 0020); False if not leader.
@@ -270,9 +283,11 @@ class QueueLeader:
         local_rate: float,
         idle_classes: Sequence[int],
         last_writes: list[tuple[str, tuple[object, ...]]],
+        gate: ClassGate | None,
     ) -> int:
         """R-SESS-12: mark twice as many waiters as there are (soon) free slots, in the
-        order of the fair queue: stride between classes, round-robin within a class."""
+        order of the fair queue: stride between classes, round-robin within a class;
+        a class outside its windows only within its share (R-WIN-2)."""
         active_rows = await conn.fetch(tick_sql.ACTIVE_FOR_ESTIMATE)
         # The leader's own rate as it is now, not as its last heartbeat reported it: a
         # heartbeat comes every second of real time, so the rate it carried would make
@@ -307,10 +322,13 @@ class QueueLeader:
         contenders = await _contenders(conn, settings, active_by_principal)
         # Storage work: each class's first rows, as many as a marking can look at (the
         # blocked ones are left out by the statement, ``UNBLOCK_YIELDERS`` ran before).
+        window = WindowView.of(
+            gate, [row["base_class"] for row in active_rows], settings.aging_minutes > 0
+        )
         fetch = 4 * budget.total + MARK_SCAN_SLACK // 64
         heads: list[list[asyncpg.Record]] = []
         for rank in range(CLASS_COUNT):
-            allowed = rank == 0 or budget.noninteractive > 0
+            allowed = (rank == 0 or budget.noninteractive > 0) and not window.closed[rank]
             heads.append(
                 list(await conn.fetch(tick_sql.HEADS_OF_CLASS, rank, fetch)) if allowed else []
             )
@@ -319,9 +337,11 @@ class QueueLeader:
         def may_take(row: asyncpg.Record) -> bool:
             return not over_share_with_contenders(
                 active_by_principal.get(row["principal"], 0), settings.per_principal, contenders
-            )
+            ) and window.may_take(row["base_class"])
 
-        marks = choose_marks(heads, passes, strides_of(settings.weights), budget, may_take)
+        marks = choose_marks(
+            heads, passes, strides_of(settings.weights), budget, may_take, window.closed
+        )
         if marks:
             keys = [row["session_key"] for row, _ in marks]
             await conn.execute(sql.SET_MARKS, keys, [backup for _, backup in marks])
@@ -333,6 +353,7 @@ class QueueLeader:
         settings: SchedulerSettings,
         now: float,
         idle_classes: Sequence[int],
+        gate: ClassGate | None,
     ) -> bytes | None:
         """R-PREEMPT-1..3, as in memory: at most one yield at a time, only for a head
         that has no slot, from a protocol client of a lower class (or above its share
@@ -342,12 +363,18 @@ class QueueLeader:
         active_by_principal = await _active_by_principal(conn)
         contenders = await _contenders(conn, settings, active_by_principal)
         share = settings.per_principal
+        # The active rows are read before the head only when windows need them.
+        active = None if gate is None else await conn.fetch(tick_sql.ACTIVE_FOR_ESTIMATE)
+        window = WindowView.of(
+            gate, [row["base_class"] for row in active or ()], settings.aging_minutes > 0
+        )
         head = await self._first_eligible(
-            conn, settings, active_by_principal, contenders, idle_classes
+            conn, settings, active_by_principal, contenders, idle_classes, window
         )
         if head is None:
             return None
-        active = await conn.fetch(tick_sql.ACTIVE_FOR_ESTIMATE)
+        if active is None:
+            active = await conn.fetch(tick_sql.ACTIVE_FOR_ESTIMATE)
         head_principal = head["principal"]
         head_active = active_by_principal.get(head_principal, 0)
         head_interactive = head["base_class"] == _INTERACTIVE_RANK
@@ -389,13 +416,18 @@ class QueueLeader:
         active_by_principal: dict[str, int],
         contenders: bool,
         idle_classes: Sequence[int],
+        window: WindowView,
     ) -> asyncpg.Record | None:
-        """The first waiter in service order that may take a slot now."""
+        """The first waiter in service order that may take a slot now; never one of a
+        class outside its windows (R-WIN-2: a closed class makes nobody yield)."""
         heads = [
-            list(await conn.fetch(tick_sql.HEADS_OF_CLASS, rank, 64)) for rank in range(CLASS_COUNT)
+            [] if window.closed[rank] else list(await conn.fetch(tick_sql.HEADS_OF_CLASS, rank, 64))
+            for rank in range(CLASS_COUNT)
         ]
         passes = await _caught_up_passes(conn, idle_classes)
         for _, row in service_order(heads, passes, strides_of(settings.weights)):
+            if window.closed_class(row["base_class"]):
+                continue
             active = active_by_principal.get(row["principal"], 0)
             if not over_share_with_contenders(active, settings.per_principal, contenders):
                 return row
@@ -421,40 +453,6 @@ async def _contenders(
     """R-CLASS-5: whether a principal below its share waits (the share binds only then)."""
     over = [p for p, n in active_by_principal.items() if n >= settings.per_principal]
     return bool(over) and bool(await conn.fetchval(sql.UNDER_SHARE_WAITING, over))
-
-
-async def _promote_aged(
-    conn: asyncpg.Connection, settings: SchedulerSettings, now: float
-) -> list[int]:
-    """Aging, under every strategy: the due waiters move one class up (``promote_at``).
-
-    In the order the in-memory queue moves them — the class next to ``release`` first,
-    then by promotion time and arrival order — since under ``ordered`` each takes a
-    turn of its new class, and turns handed out one after another depend on the order.
-    Returns the class each promoted waiter left.
-    """
-    rows = await conn.fetch(tick_sql.AGED_WAITERS, now, TICK_BATCH)
-    if not rows:
-        return []
-    rows = sorted(rows, key=lambda row: (row["queue_rank"], row["promote_at"], row["seq"]))
-    aging = settings.aging_minutes * 60.0
-    keys = [row["session_key"] for row in rows]
-    next_at = [
-        promote_at(row["aging_since"], row["base_class"], row["queue_rank"] - 1, aging)
-        for row in rows
-    ]
-    ordered = settings.strategy is Strategy.ORDERED
-    await conn.execute(tick_sql.PROMOTE_AGED, keys, next_at, ordered)
-    return [row["queue_rank"] for row in rows]
-
-
-def _entered_empty(lengths: Sequence[int], promoted_from: Sequence[int]) -> set[int]:
-    """The classes a promoted waiter entered while nobody waited in them, from the
-    lengths after the promotions: a class's length before them is its length after,
-    less the waiters that entered it, plus those that left it."""
-    entered = Counter(rank - 1 for rank in promoted_from)
-    left = Counter(promoted_from)
-    return {rank for rank, count in entered.items() if lengths[rank] - count + left[rank] == 0}
 
 
 async def _caught_up_passes(conn: asyncpg.Connection, idle_classes: Sequence[int]) -> list[float]:

@@ -23,11 +23,8 @@ from .._settings import Strategy
 from ..policy import (
     NEWCOMER_CHECK_SECONDS,
     SHUTDOWN_RETRY_SECONDS,
-    backup_may_take_slot,
     busy_retry_after,
     no_show_at,
-    over_share_with_contenders,
-    promote_at,
     smallest_first_key,
     uses_sessions,
     validated_download_id,
@@ -35,7 +32,7 @@ from ..policy import (
 from . import _sql as sql
 from ._leader import exact_head
 from ._leases import Lease
-from ._scheduler_answers import SchedulerAnswers
+from ._scheduler_claims import SchedulerClaims
 from ._scheduler_state import (
     _ACTIVE,
     _BOUND_OUTCOMES,
@@ -49,7 +46,7 @@ from ._scheduler_state import (
 __all__ = ["SchedulerAdmission"]
 
 
-class SchedulerAdmission(SchedulerAnswers):
+class SchedulerAdmission(SchedulerClaims):
     """The admission path of :class:`PostgresScheduler`."""
 
     # ------------------------------------------------------------------ admission
@@ -194,6 +191,9 @@ class SchedulerAdmission(SchedulerAnswers):
                 self._invalidate()
                 return await self._admit_range(lease, request.effective_range, conn)
             if outcome == "queued":
+                started = await self._start_outside_window(conn, key, row, cls, now)
+                if started is not None:
+                    return await self._admit_range(started, request.effective_range, conn)
                 return await self._queued(conn, key, cls, now, newcomer=row)
             if outcome == "raced":  # another process inserted it a moment ago
                 return await self._queued(conn, key, cls, now)
@@ -322,6 +322,11 @@ class SchedulerAdmission(SchedulerAnswers):
             else None
         )
         check_at = now + NEWCOMER_CHECK_SECONDS
+        # A class outside its windows takes no slot here: the function cannot count
+        # its slots, so a share outside them is left to _start_outside_window.
+        sessions = settings.sessions
+        if settings.class_windows and self._class_gate().closed(rank):
+            sessions = 0
         return await conn.fetchrow(
             sql.ADMIT_SESSION,
             key,
@@ -339,7 +344,7 @@ class SchedulerAdmission(SchedulerAnswers):
             no_show_at(check_at, NEWCOMER_CHECK_SECONDS),
             settings.queue_limit,
             settings.queue_per_principal,
-            settings.sessions,
+            sessions,
             cls is DownloadClass.INTERACTIVE,
             settings.reserve,
             self._node,
@@ -386,107 +391,3 @@ class SchedulerAdmission(SchedulerAnswers):
         if lease is not None:
             self._invalidate()
         return lease
-
-    async def _may_take_marked_slot(
-        self, conn: asyncpg.Connection, row: asyncpg.Record, now: float
-    ) -> bool:
-        """As in memory: a back-up's grace, then the per-principal share with the
-        contenders waiting now (R-CLASS-5); the claim checks the slots themselves."""
-        if row["mark_backup"]:
-            # A back-up takes a freed slot only when the first marked waiters did not
-            # come for it within one of their poll periods (as in memory, ADR 0002).
-            snapshot = await self._queue_snapshot(conn, fresh=True)
-            if not backup_may_take_slot(now, snapshot.last_release):
-                return False
-        # The mark is a tick old: whether the share binds is judged on the queue as it
-        # is now, not as the tick saw it.
-        per_principal = self._settings.per_principal
-        share = await conn.fetchrow(sql.CLAIMANT_SHARE, row["principal"], per_principal)
-        return not over_share_with_contenders(
-            share["principal_active"], per_principal, share["contenders"]
-        )
-
-    async def _claim(
-        self,
-        conn: asyncpg.Connection,
-        key: bytes,
-        row: asyncpg.Record,
-        now: float,
-    ) -> Lease | None:
-        """Take a free slot for ``key`` in one statement; None when none is free.
-
-        ``row`` needs the session's ``base_class``, ``object_size`` and
-        ``arrival_wall_ms``. The claim and the round's advance commit together (inside
-        a caller's transaction, as a savepoint, so a lost race for the session ends
-        without aborting it). A newcomer's claim happens inside ``admit_session``.
-        """
-        settings = self._settings
-        cls = DownloadClass.by_rank(row["base_class"])
-        try:
-            async with conn.transaction():
-                claimed = await conn.fetchrow(
-                    sql.CLAIM_SLOT,
-                    key,
-                    settings.sessions,
-                    cls is DownloadClass.INTERACTIVE,
-                    settings.reserve,
-                    self._node,
-                    self._lease_seconds,
-                    now,
-                )
-                if claimed is None:
-                    return None
-                rank = claimed["queue_rank"]
-                tag = int(claimed["order_key"]) if settings.strategy is Strategy.ORDERED else 0
-                await conn.execute(sql.ADVANCE_ROUND, rank, tag, 1.0 / settings.weights[rank], now)
-        except asyncpg.UniqueViolationError:
-            return None  # another process activated this session at the same moment
-        return self._remember_claim(key, claimed, row, now)
-
-    def _remember_claim(
-        self, key: bytes, claimed: asyncpg.Record, session: asyncpg.Record, now: float
-    ) -> Lease:
-        """A slot this process just claimed: its wait is measured, its lease trusted.
-
-        ``claimed`` is the claim (``CLAIM_SLOT``'s row, or ``admit_session``'s, which is
-        also ``session``); ``session`` gives the class, size and arrival.
-        """
-        cls = DownloadClass.by_rank(session["base_class"])
-        self._wait_histograms[cls.rank].observe(max(0.0, now - claimed["waiting_since"]))
-        first_estimate = claimed["first_estimate"]
-        estimated_at = claimed.get("first_estimate_at")
-        if first_estimate is not None and estimated_at is not None:
-            self._estimates.score(estimated_at, first_estimate, now)
-        return self._leases.remember(
-            key,
-            slot_no=claimed["slot_no"],
-            token=claimed["lease_token"],
-            download_class=cls,
-            object_size=session["object_size"],
-            arrival_wall_ms=session["arrival_wall_ms"],
-            seconds_left=claimed["lease_left"],
-            held=True,
-            claimed=True,
-        )
-
-    async def _order_key(
-        self,
-        conn: asyncpg.Connection,
-        rank: int,
-        principal: str,
-        size: int,
-        arrival: float,
-    ) -> float:
-        """The session's place within its class under the current strategy: under
-        ``ordered`` the round-robin turn for its arrival (``ROUND_TAG``, migration 0007)."""
-        settings = self._settings
-        if settings.strategy is Strategy.SMALLEST_FIRST:
-            return smallest_first_key(size, arrival, settings.aging_minutes * 60.0)
-        tag = await conn.fetchval(sql.ROUND_TAG, rank, principal, arrival)
-        return float(tag)
-
-    def _promote_at(self, rank: int, since: float) -> float | None:
-        """When a session entering the queue in its base class ``rank`` ages, counting
-        from ``since``: a newcomer's arrival (a ticket's old one too), or the moment a
-        resumed or yielding session waits again (as in memory)."""
-        return promote_at(since, rank, rank, self._settings.aging_minutes * 60.0)

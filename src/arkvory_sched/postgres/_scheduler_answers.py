@@ -18,13 +18,16 @@ from .._model import (
 )
 from ..policy import (
     TICKET_REUSE_SECONDS,
+    WindowEstimate,
     check_delay,
     estimate_interval,
     estimate_rate,
     estimate_start,
+    jitter,
     no_show_at,
     stride_ahead,
     strides_of,
+    window_estimate,
 )
 from . import _sql as sql
 from ._estimates import QueueSnapshot, read_snapshot
@@ -70,11 +73,13 @@ class SchedulerAnswers(SchedulerState):
         if is_newcomer and own_ahead >= NEWCOMER_COUNT_CAP:
             own_ahead = max(own_ahead, snapshot.class_lengths[row["queue_rank"]])
         settings = self._settings
+        wall_offset = self._clock.wall() - now  # announced times are wall time (R-RES-5)
+        window = self._window(cls, row["queue_rank"], snapshot, now + wall_offset)
         ahead = stride_ahead(
             own_ahead,
             row["queue_rank"],
             snapshot.passes,
-            snapshot.class_lengths,
+            window.lengths,
             strides_of(settings.weights),
         )
         start = estimate_start(
@@ -90,21 +95,26 @@ class SchedulerAnswers(SchedulerState):
             waiting_bytes=snapshot.waiting_bytes,
             rate=self._fleet_rate(snapshot),
         )
+        moved, not_before = window.start(start + wall_offset, now + wall_offset)
+        start = moved - wall_offset
         wait = start - now
-        delay = check_delay(
-            key,
-            newcomer=is_newcomer,
-            ahead=ahead,
-            wait=wait,
-            marked=bool(row["marked"]),
-            free_at_mark=snapshot.free_at_mark,
+        delay = window.check_delay(
+            check_delay(
+                key,
+                newcomer=is_newcomer,
+                ahead=ahead,
+                wait=wait,
+                marked=bool(row["marked"]),
+                free_at_mark=snapshot.free_at_mark,
+            ),
+            jitter(key),
         )
         check_at = now + delay
         no_show = no_show_at(check_at, delay)
         if not is_newcomer:  # a newcomer's row already says exactly this
             await conn.execute(sql.RECORD_CHECK, key, check_at, no_show, start, now)
         earliest, latest = estimate_interval(start, now)
-        wall_offset = self._clock.wall() - now  # announced times are wall time (R-RES-5)
+        earliest = max(earliest, not_before - wall_offset)  # not before its window opens
         return Queued(
             position=None if is_newcomer else ahead + 1,
             starts_at=start + wall_offset,
@@ -114,6 +124,23 @@ class SchedulerAnswers(SchedulerState):
             retry_after=max(1, math.ceil(delay)),
             download_class=cls,
             ticket=self._session_ticket(key, row),
+        )
+
+    def _window(
+        self, cls: DownloadClass, queue_rank: int, snapshot: QueueSnapshot, wall: float
+    ) -> WindowEstimate:
+        """What the windows change in an estimate made at ``wall`` (R-WIN-2, R-EST-2)."""
+        settings = self._settings
+        if not settings.class_windows:
+            return WindowEstimate(snapshot.class_lengths)
+        return window_estimate(
+            self._class_gate(),
+            settings.schedule_of(cls),
+            cls.rank,
+            queue_rank,
+            snapshot.class_lengths,
+            snapshot.active_by_class,
+            wall=wall,
         )
 
     def _session_ticket(self, key: bytes, stored: asyncpg.Record) -> str | None:

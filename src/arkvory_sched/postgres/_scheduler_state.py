@@ -33,7 +33,7 @@ from .._session_keys import SessionKeys
 from .._settings import SchedulerSettings
 from .._tickets import TicketSigner
 from ..observability import EstimateScorer, Histogram
-from ..policy import CLASS_COUNT
+from ..policy import CLASS_COUNT, ClassGate, current_gate
 from ._db_clock import DatabaseClock
 from ._estimates import QueueSnapshot
 from ._leader import QueueLeader
@@ -163,6 +163,8 @@ class SchedulerState:
             clock=self._clock,
         )
         self._last_trouble = -math.inf
+        # The windows' verdict (R-WIN-2), kept until a class opens or closes.
+        self._gate: ClassGate | None = None
 
     def _require_pool(self) -> asyncpg.Pool:
         if self._pool is None:
@@ -204,6 +206,15 @@ class SchedulerState:
     def ticket_signing(self) -> bool:
         """Whether this process issues and reads queue tickets (it has the key)."""
         return self._signer is not None
+
+    def _class_gate(self) -> ClassGate:
+        """The windows' verdict at this process's wall time (R-WIN-2, R-RES-5)."""
+        settings = self._settings
+        gate = current_gate(
+            self._gate, settings.class_windows, settings.sessions, self._clock.wall()
+        )
+        self._gate = gate
+        return gate
 
     def _invalidate(self) -> None:
         self._snapshot = None

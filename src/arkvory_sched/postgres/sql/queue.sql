@@ -9,7 +9,12 @@ SELECT q.last_release, q.free_at_mark, q.finish_table, q.finish_table_at, q.flee
        (SELECT array_agg(pass ORDER BY queue_rank) FROM class_state) AS passes,
        (SELECT count(*) FROM download_slot WHERE session_key IS NOT NULL) AS active,
        (SELECT count(*) FROM download_slot AS s JOIN download_session AS d
-            ON d.session_key = s.session_key WHERE d.base_class = 0) AS active_interactive
+            ON d.session_key = s.session_key WHERE d.base_class = 0) AS active_interactive,
+       -- Held slots by base class, for the share of a class outside its windows.
+       ARRAY(SELECT count(d.session_key) FROM generate_series(0, 3) AS c(rank)
+             LEFT JOIN (download_slot AS s JOIN download_session AS d
+                        ON d.session_key = s.session_key) ON d.base_class = c.rank
+             GROUP BY c.rank ORDER BY c.rank) AS active_by_class
 FROM queue_state AS q
 
 -- name: queue_shape

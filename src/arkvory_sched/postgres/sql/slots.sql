@@ -38,12 +38,19 @@ SELECT * FROM admit_session(
 -- After `sessions` was lowered, as many free slots stay free as sessions still hold
 -- slots above the new limit (slot_claimable, migration 0004): nothing is granted
 -- above the limit while those sessions keep their slots (R-SET-3, R-PG-2).
+-- $8, when not NULL, is how many slots the session's base class $9 may hold: its
+-- share outside its windows (R-WIN-2), counted over the held slots (at most
+-- `sessions` rows). Concurrent claims of such a class take lock_class_claims first.
 WITH above AS (
     SELECT count(*) AS held FROM download_slot WHERE slot_no >= $2 AND session_key IS NOT NULL
 ), free AS (
     SELECT slot_no FROM download_slot
     WHERE session_key IS NULL AND slot_no < $2 AND ($3 OR slot_no >= $4)
       AND slot_claimable(slot_no, $2, $3, $4, (SELECT held FROM above))
+      AND ($8::int IS NULL OR $8::int > (
+          SELECT count(*) FROM download_slot AS h
+          JOIN download_session AS c ON c.session_key = h.session_key
+          WHERE c.base_class = $9::smallint))
     ORDER BY (slot_no < $4), slot_no
     FOR UPDATE SKIP LOCKED
     LIMIT 1
@@ -66,6 +73,12 @@ SELECT claimed.slot_no, claimed.lease_token, claimed.lease_left,
        activated.queue_rank, activated.order_key, activated.waiting_since,
        activated.first_estimate, activated.first_estimate_at
 FROM claimed, activated
+
+-- name: lock_class_claims
+-- Claims of a class outside its windows with a share of slots (R-WIN-2) take turns,
+-- so that two processes counting its slots at once do not both take the last one.
+-- Held until the claiming transaction ends; other claims never take it.
+SELECT pg_advisory_xact_lock(hashtext(current_schema() || '.class_window'), $1::int)
 
 -- name: advance_round
 -- A grant moves its class's round on to the granted waiter's tag and its pass by one

@@ -151,6 +151,12 @@ FOR UPDATE SKIP LOCKED
 -- does not depend on the class, so it keeps it.
 SELECT promote_waiters($1::bytea[], $2::float8[], $3)
 
+-- name: defer_aging
+-- A due waiter of a class with windows does not age (R-WIN-2, ADR 0021): it stays in
+-- its class and is not due again.
+UPDATE download_session SET promote_at = NULL
+WHERE session_key = ANY($1::bytea[]) AND state = 0
+
 -- name: active_for_estimate
 SELECT d.base_class, d.principal, d.object_size, d.start_offset, d.yield_requested,
        coalesce((SELECT sum(upper(r) - lower(r))

@@ -1,0 +1,170 @@
+"""Taking a slot on the shared queue: the claim, and what decides whether one may.
+
+A claim is one statement (``CLAIM_SLOT``) that takes a free slot within the limits,
+the interactive reserve and, outside a class's windows, its share of slots (R-WIN-2).
+Before it: a marked back-up's grace and the per-principal share (R-CLASS-5) judged on
+the queue as it is now. Also the order key and aging time of a session that (re-)enters
+the queue, which the admission path writes with it.
+"""
+
+from __future__ import annotations
+
+import asyncpg
+
+from .._classes import DownloadClass
+from .._settings import Strategy
+from ..policy import (
+    backup_may_take_slot,
+    class_ages,
+    over_share_with_contenders,
+    promote_at,
+    smallest_first_key,
+)
+from . import _sql as sql
+from ._leases import Lease
+from ._scheduler_answers import SchedulerAnswers
+
+__all__ = ["SchedulerClaims"]
+
+
+class SchedulerClaims(SchedulerAnswers):
+    """Claims of slots of :class:`PostgresScheduler`, and a waiter's order and aging."""
+
+    async def _start_outside_window(
+        self,
+        conn: asyncpg.Connection,
+        key: bytes,
+        row: asyncpg.Record,
+        cls: DownloadClass,
+        now: float,
+    ) -> Lease | None:
+        """A newcomer of a class outside its windows with a share of slots (R-WIN-2).
+
+        ``admit_session`` cannot count the class's slots, so it queued the newcomer;
+        alone in the queue it starts as in memory, the claim counting them.
+        """
+        if not self._settings.class_windows:
+            return None
+        cap = self._class_gate().caps[cls.rank]
+        if cap is None or cap <= 0 or await conn.fetchval(sql.OTHERS_WAITING, key):
+            return None
+        lease = await self._claim(conn, key, row, now)
+        if lease is not None:
+            self._invalidate()
+        return lease
+
+    async def _may_take_marked_slot(
+        self, conn: asyncpg.Connection, row: asyncpg.Record, now: float
+    ) -> bool:
+        """As in memory: a back-up's grace, then the per-principal share with the
+        contenders waiting now (R-CLASS-5); the claim checks the slots themselves."""
+        if row["mark_backup"]:
+            # A back-up takes a freed slot only when the first marked waiters did not
+            # come for it within one of their poll periods (as in memory, ADR 0002).
+            snapshot = await self._queue_snapshot(conn, fresh=True)
+            if not backup_may_take_slot(now, snapshot.last_release):
+                return False
+        # The mark is a tick old: whether the share binds is judged on the queue as it
+        # is now, not as the tick saw it.
+        per_principal = self._settings.per_principal
+        share = await conn.fetchrow(sql.CLAIMANT_SHARE, row["principal"], per_principal)
+        return not over_share_with_contenders(
+            share["principal_active"], per_principal, share["contenders"]
+        )
+
+    async def _claim(
+        self,
+        conn: asyncpg.Connection,
+        key: bytes,
+        row: asyncpg.Record,
+        now: float,
+    ) -> Lease | None:
+        """Take a free slot for ``key`` in one statement; None when none is free.
+
+        ``row`` needs the session's ``base_class``, ``object_size`` and
+        ``arrival_wall_ms``. The claim and the round's advance commit together (inside
+        a caller's transaction, as a savepoint, so a lost race for the session ends
+        without aborting it). A newcomer's claim happens inside ``admit_session``.
+        """
+        settings = self._settings
+        cls = DownloadClass.by_rank(row["base_class"])
+        # R-WIN-2: outside its windows a class takes at most its share of slots; with
+        # none there is nothing to claim, with some the claims of the class take turns
+        # and the statement counts them.
+        cap = self._class_gate().caps[cls.rank] if settings.class_windows else None
+        if cap is not None and cap <= 0:
+            return None
+        try:
+            async with conn.transaction():
+                if cap is not None:
+                    await conn.execute(sql.LOCK_CLASS_CLAIMS, cls.rank)
+                claimed = await conn.fetchrow(
+                    sql.CLAIM_SLOT,
+                    key,
+                    settings.sessions,
+                    cls is DownloadClass.INTERACTIVE,
+                    settings.reserve,
+                    self._node,
+                    self._lease_seconds,
+                    now,
+                    cap,
+                    cls.rank,
+                )
+                if claimed is None:
+                    return None
+                rank = claimed["queue_rank"]
+                tag = int(claimed["order_key"]) if settings.strategy is Strategy.ORDERED else 0
+                await conn.execute(sql.ADVANCE_ROUND, rank, tag, 1.0 / settings.weights[rank], now)
+        except asyncpg.UniqueViolationError:
+            return None  # another process activated this session at the same moment
+        return self._remember_claim(key, claimed, row, now)
+
+    def _remember_claim(
+        self, key: bytes, claimed: asyncpg.Record, session: asyncpg.Record, now: float
+    ) -> Lease:
+        """A slot this process just claimed: its wait is measured, its lease trusted.
+
+        ``claimed`` is the claim (``CLAIM_SLOT``'s row, or ``admit_session``'s, which is
+        also ``session``); ``session`` gives the class, size and arrival.
+        """
+        cls = DownloadClass.by_rank(session["base_class"])
+        self._wait_histograms[cls.rank].observe(max(0.0, now - claimed["waiting_since"]))
+        first_estimate = claimed["first_estimate"]
+        estimated_at = claimed.get("first_estimate_at")
+        if first_estimate is not None and estimated_at is not None:
+            self._estimates.score(estimated_at, first_estimate, now)
+        return self._leases.remember(
+            key,
+            slot_no=claimed["slot_no"],
+            token=claimed["lease_token"],
+            download_class=cls,
+            object_size=session["object_size"],
+            arrival_wall_ms=session["arrival_wall_ms"],
+            seconds_left=claimed["lease_left"],
+            held=True,
+            claimed=True,
+        )
+
+    async def _order_key(
+        self,
+        conn: asyncpg.Connection,
+        rank: int,
+        principal: str,
+        size: int,
+        arrival: float,
+    ) -> float:
+        """The session's place within its class under the current strategy: under
+        ``ordered`` the round-robin turn for its arrival (``ROUND_TAG``, migration 0007)."""
+        settings = self._settings
+        if settings.strategy is Strategy.SMALLEST_FIRST:
+            return smallest_first_key(size, arrival, settings.aging_minutes * 60.0)
+        tag = await conn.fetchval(sql.ROUND_TAG, rank, principal, arrival)
+        return float(tag)
+
+    def _promote_at(self, rank: int, since: float) -> float | None:
+        """When a session entering the queue in its base class ``rank`` ages, counting
+        from ``since``: a newcomer's arrival (a ticket's old one too), or the moment a
+        resumed or yielding session waits again (as in memory)."""
+        if not class_ages(self._settings.class_windows, rank):
+            return None  # a class with windows does not age (ADR 0021)
+        return promote_at(since, rank, rank, self._settings.aging_minutes * 60.0)
