@@ -30,6 +30,7 @@ from ._model import (
     TickReport,
 )
 from ._port import DownloadScheduler, FastGrant, FastPath
+from ._queue_state import ActiveSession, ClassQueue, QueueState
 from ._settings import SchedulerSettings, Strategy
 from ._target import DownloadTarget, Resolver
 from ._tickets import TicketSigner, generate_key
@@ -39,10 +40,12 @@ from .memory import InMemoryDownloadScheduler
 from .observability import metrics_app, readiness_app
 
 __all__ = [
+    "ActiveSession",
     "Admission",
     "Admitted",
     "ArkvoryError",
     "ByteRange",
+    "ClassQueue",
     "ClassStats",
     "Clock",
     "ConfigurationError",
@@ -64,6 +67,7 @@ __all__ = [
     "Interrupted",
     "InvalidRequestError",
     "PrincipalKind",
+    "QueueState",
     "Queued",
     "RangeKind",
     "RejectReason",

@@ -116,3 +116,8 @@ RECORD_MIGRATION: Final = template("record_migration", "schema")
 
 LEARN_ARRAY_CODECS: Final = statement("learn_array_codecs")
 ROLLBACK: Final = statement("rollback")
+
+# ----------------------------------------------------------------------------- queue_state.sql
+
+QUEUE_STATE_ACTIVE: Final = statement("queue_state_active")
+QUEUE_STATE_HEADS: Final = statement("queue_state_heads")
