@@ -11,6 +11,7 @@ result (ADR 0016). A rule changed here changes for both stores at once.
 - :mod:`._estimates`: start estimates, ``checkAt`` and Retry-After values.
 - :mod:`._requests`: download ids, session admission, the start of a download.
 - :mod:`._windows`: operator windows of a class in wall time of a zone (R-WIN-2).
+- :mod:`._forecast`: when the queue empties and why a class is not draining (R-VIS-2).
 """
 
 from __future__ import annotations
@@ -52,6 +53,15 @@ from ._estimates import (
     no_show_at,
     request_retry_after,
 )
+from ._forecast import (
+    FORECAST_HORIZON_SECONDS,
+    ClassWork,
+    Forecast,
+    Stall,
+    StallReason,
+    forecast_empty,
+    stall_reason,
+)
 from ._order import (
     caught_up,
     promote_at,
@@ -92,6 +102,7 @@ __all__ = [
     "ESTIMATE_SPREAD",
     "FALLBACK_RATE",
     "FINISHING_SOON_SECONDS",
+    "FORECAST_HORIZON_SECONDS",
     "HEAD_MIN_CHECK_SECONDS",
     "JITTER_HIGH",
     "JITTER_LOW",
@@ -111,7 +122,11 @@ __all__ = [
     "TICKET_REUSE_SECONDS",
     "WEEKDAYS",
     "ClassWindow",
+    "ClassWork",
+    "Forecast",
     "MarkBudget",
+    "Stall",
+    "StallReason",
     "YieldCandidate",
     "YieldHead",
     "YieldHolder",
@@ -126,6 +141,7 @@ __all__ = [
     "estimate_start",
     "finish_table",
     "finishing_soon",
+    "forecast_empty",
     "is_open",
     "jitter",
     "marking_budget",
@@ -141,6 +157,7 @@ __all__ = [
     "sets_start",
     "slot_free_for",
     "smallest_first_key",
+    "stall_reason",
     "stride_ahead",
     "strides_of",
     "uses_sessions",
