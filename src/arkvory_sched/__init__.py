@@ -31,6 +31,15 @@ from ._model import (
 )
 from ._port import DownloadScheduler, FastGrant, FastPath
 from ._settings import SchedulerSettings, Strategy
+from ._settings_keeper import SettingsKeeper
+from ._settings_store import (
+    AuditEntry,
+    AuditOutcome,
+    RevisionMismatchError,
+    SettingsStore,
+    SettingsUnavailableError,
+    StoredSettings,
+)
 from ._target import DownloadTarget, Resolver
 from ._tickets import TicketSigner, generate_key
 from ._ticking import next_tick_delay, run_tick_loop
@@ -42,6 +51,8 @@ __all__ = [
     "Admission",
     "Admitted",
     "ArkvoryError",
+    "AuditEntry",
+    "AuditOutcome",
     "ByteRange",
     "ClassStats",
     "Clock",
@@ -69,9 +80,14 @@ __all__ = [
     "RejectReason",
     "Rejected",
     "Resolver",
+    "RevisionMismatchError",
     "SchedulerSettings",
     "SchedulerStats",
     "SettingsError",
+    "SettingsKeeper",
+    "SettingsStore",
+    "SettingsUnavailableError",
+    "StoredSettings",
     "Strategy",
     "SystemClock",
     "TickReport",
