@@ -32,6 +32,15 @@ from ._model import (
 from ._port import DownloadScheduler, FastGrant, FastPath
 from ._queue_state import ActiveSession, ClassQueue, QueueState
 from ._settings import SchedulerSettings, Strategy
+from ._settings_keeper import SettingsKeeper
+from ._settings_store import (
+    AuditEntry,
+    AuditOutcome,
+    RevisionMismatchError,
+    SettingsStore,
+    SettingsUnavailableError,
+    StoredSettings,
+)
 from ._target import DownloadTarget, Resolver
 from ._tickets import TicketSigner, generate_key
 from ._ticking import next_tick_delay, run_tick_loop
@@ -44,6 +53,8 @@ __all__ = [
     "Admission",
     "Admitted",
     "ArkvoryError",
+    "AuditEntry",
+    "AuditOutcome",
     "ByteRange",
     "ClassQueue",
     "ClassStats",
@@ -73,9 +84,14 @@ __all__ = [
     "RejectReason",
     "Rejected",
     "Resolver",
+    "RevisionMismatchError",
     "SchedulerSettings",
     "SchedulerStats",
     "SettingsError",
+    "SettingsKeeper",
+    "SettingsStore",
+    "SettingsUnavailableError",
+    "StoredSettings",
     "Strategy",
     "SystemClock",
     "TickReport",

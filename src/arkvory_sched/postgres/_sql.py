@@ -95,7 +95,8 @@ REKEY_ROUND_TAGS: Final = statement("rekey_round_tags")
 
 READ_SETTINGS: Final = template("read_settings", "schema")
 SAVE_SETTINGS: Final = template("save_settings", "schema")
-SETTINGS_REVISION: Final = template("settings_revision", "schema")
+AUDIT_REFUSAL: Final = template("audit_refusal", "schema")
+SETTINGS_HISTORY: Final = template("settings_history", "schema")
 CREATE_TICKET_KEY: Final = template("create_ticket_key", "schema")
 READ_TICKET_KEY: Final = template("read_ticket_key", "schema")
 
