@@ -42,12 +42,13 @@ from .._settings import SchedulerSettings
 from .._settings_keeper import SettingsKeeper
 from .._settings_store import SettingsStore
 from .._ticking import run_tick_loop
+from ..api import API_PREFIX, Identity, operator_api
 from ..asgi import DownloadSchedulerMiddleware
 from ..memory import InMemoryDownloadScheduler
 from ..observability import metrics_app, readiness_app
 from ..postgres import DEFAULT_SCHEMA, PostgresScheduler, PostgresSettingsStore
 from ..sqlite import SqliteSettingsStore, load_or_create_ticket_key, settings_file
-from ._auth import TokenMap
+from ._auth import StaffMap, TokenMap, staff_for
 from ._bandwidth import BandwidthGovernor
 from ._files import FileServer
 from ._resolver import make_resolver
@@ -140,6 +141,16 @@ class _Endpoint:
         await self._app(scope, receive, send)
 
 
+def _operator_api(scheduler: DownloadScheduler, keeper: SettingsKeeper, staff: StaffMap) -> Mount:
+    """The operator API beside the files, for the demo's staff tokens."""
+
+    def authorize(request: Request) -> Identity | None:
+        return staff_for(request, staff)
+
+    api = operator_api(store=keeper.store, scheduler=scheduler, authorize=authorize, keeper=keeper)
+    return Mount(API_PREFIX, app=api)
+
+
 def build_app(
     root: Path,
     tokens: TokenMap,
@@ -154,6 +165,7 @@ def build_app(
     lease_seconds: float = 10.0,
     settings_store: SettingsStore | None = None,
     settings_path: Path | None = None,
+    staff: StaffMap | None = None,
 ) -> Starlette:
     """The demo server for the files under ``root``.
 
@@ -170,6 +182,8 @@ def build_app(
     queue's schema with ``database_url``, else the SQLite file ``settings_path``
     (default: ``$ARKVORY_SETTINGS_FILE`` or a hidden file in ``root``), which also
     keeps the in-memory queue's ticket key.
+    ``staff`` are the bearer tokens of the operator API mounted at ``API_PREFIX``
+    (none: it answers ``401`` to everyone, never open).
     Raises :class:`ConfigurationError` for bad settings or a bad key.
     """
     root = Path(root).resolve()
@@ -206,7 +220,7 @@ def build_app(
         else:
             settings_store = SqliteSettingsStore(settings_path, environment=environment)
     keeper = SettingsKeeper(settings_store, scheduler)
-    return _assemble(root, tokens, bandwidth, scheduler, keeper)
+    return _assemble(root, tokens, bandwidth, scheduler, keeper, staff or {})
 
 
 def _assemble(
@@ -215,6 +229,7 @@ def _assemble(
     bandwidth: int | None,
     scheduler: DownloadScheduler,
     keeper: SettingsKeeper,
+    staff: StaffMap,
 ) -> Starlette:
     governor = BandwidthGovernor(bandwidth) if bandwidth is not None else None
     files = FileServer(root, bandwidth=governor, tokens=tokens, prefix="")
@@ -275,6 +290,7 @@ def _assemble(
         Mount("/files", app=middleware),
         Route("/metrics", _Endpoint(metrics_app(scheduler, held=held))),
         Route("/readyz", _Endpoint(readiness_app(scheduler, held=held))),
+        _operator_api(scheduler, keeper, staff),
     ]
     app = Starlette(routes=routes, lifespan=lifespan)
     app.state.scheduler = scheduler
