@@ -8,7 +8,9 @@ scheduler, as a host would wire them. Tests talk HTTP to it with httpx, and may 
 coroutine on the server's loop (:meth:`ApiServer.call`) to put sessions in its queue.
 
 :meth:`ApiServer.restart` builds a new store, scheduler and keeper on the same file or
-schema: what survives is only what the store kept.
+schema: what survives is only what the store kept. :class:`DemoApi` is the other
+way in: the demo server (``arkvory-demo serve``) as a process of its own, with the API
+mounted as a user runs it — for restarts, several processes, and the heaviest load.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from arkvory_sched._settings_store import SettingsStore
 from arkvory_sched.api import API_PREFIX, Identity, operator_api
 from arkvory_sched.postgres import PostgresSettingsStore
 from arkvory_sched.testing import FakeClock
-from tests.integration.conftest import free_port
+from tests.integration.conftest import DemoServer, free_port
 from tests.pg import drop_schema, new_schema, require_database
 
 T = TypeVar("T")
@@ -198,6 +200,86 @@ def api_server(store_factory: StoreFactory) -> Iterator[ApiServer]:
         yield server
     finally:
         server.stop()
+
+
+# --- the demo server as a process ------------------------------------------------------
+
+
+class DemoApi(DemoServer):
+    """``arkvory-demo serve`` as a subprocess, with staff tokens for its operator API:
+    the two of :data:`STAFF` (the variables) and ``writers`` more operators named
+    ``writer-N`` (options). With ``schema`` its queue and settings are PostgreSQL's
+    (``ARKVORY_DATABASE_URL`` in ``env``), else SQLite's file in the served directory.
+    """
+
+    def __init__(
+        self,
+        root: Path,
+        log_path: Path,
+        *,
+        env: Mapping[str, str],
+        schema: str | None = None,
+        writers: int = 0,
+    ) -> None:
+        staff_env = {
+            "ARKVORY_DEMO_OPERATOR_TOKEN": f"{OPERATOR_TOKEN}=olga",
+            "ARKVORY_DEMO_VIEWER_TOKEN": f"{VIEWER_TOKEN}=victor",
+        }
+        super().__init__(root, log_path, env={**staff_env, **env}, bandwidth=None, tokens=())
+        extra = ["--schema", schema] if schema is not None else []
+        for n in range(writers):
+            extra += ["--operator-token", f"{WRITER_TOKEN_PREFIX}{n}=writer-{n}"]
+        if writers:
+            extra += ["--operator-token", f"{OPERATOR_TOKEN}=olga"]
+        self._argv += extra
+        self.api_url = f"{self.base_url}{API_PREFIX}"
+
+
+class StartDemo:
+    """Starts demo processes on one store (``store``: ``sqlite`` or ``postgres``); all
+    share the served directory (SQLite file) or the schema (PostgreSQL)."""
+
+    def __init__(self, store: str, root: Path, logs: Path) -> None:
+        self.store = store
+        self._root = root
+        self._logs = logs
+        self._schema: str | None = None
+        self._env: dict[str, str] = {}
+        self.started: list[DemoApi] = []
+        if store == "postgres":
+            url = require_database()
+            self._schema = asyncio.run(new_schema("api_demo"))
+            self._env = {"ARKVORY_DATABASE_URL": url}
+
+    def __call__(self, *, writers: int = 0, env: Mapping[str, str] | None = None) -> DemoApi:
+        log = self._logs / f"demo-{len(self.started)}.log"
+        server = DemoApi(
+            self._root,
+            log,
+            env={**self._env, **(env or {})},
+            schema=self._schema,
+            writers=writers,
+        )
+        self.started.append(server)
+        server.start()
+        return server
+
+    def close(self) -> None:
+        for server in self.started:
+            server.stop()
+        if self._schema is not None:
+            asyncio.run(drop_schema(self._schema))
+
+
+@pytest.fixture(params=STORES)
+def start_demo(request: SubRequest, tmp_path: Path) -> Iterator[StartDemo]:
+    root = tmp_path / "served"
+    root.mkdir()
+    starter = StartDemo(request.param, root, tmp_path)
+    try:
+        yield starter
+    finally:
+        starter.close()
 
 
 @pytest.fixture

@@ -177,13 +177,14 @@ class OperatorApi:
             return expected
         revision, by_if_match = expected
         fields = {name: value for name, value in body.items() if name != _REVISION_MEMBER}
-        errors = invalid_fields(self._store.environment, fields)
         try:
             stored = await self._store.compare_and_set(
                 fields, expected_revision=revision, updated_by=identity.name
             )
         except SettingsError as error:
-            return _invalid(errors or [error])
+            # The store names the first bad field (and audits the attempt); the answer
+            # names every one, so the operator fixes them in one go.
+            return _invalid(invalid_fields(self._store.environment, fields) or [error])
         except RevisionMismatchError as error:
             return _mismatch(error, by_if_match)
         except ArkvoryError as error:
