@@ -13,8 +13,10 @@ from typing import Any
 import httpx
 import pytest
 
-from arkvory_sched import Strategy
+from arkvory_sched import SchedulerSettings, SettingsStore, Strategy
 from arkvory_sched.api import MAX_BODY_BYTES, PROBLEM_TYPE_PREFIX
+from arkvory_sched.postgres import PostgresSettingsStore
+from tests.integration.conftest import free_port
 
 from .conftest import (
     ENVIRONMENT,
@@ -406,3 +408,56 @@ def test_unknown_paths_and_methods_are_problem_documents(
     assert_problem(removed, 405, "method_not_allowed")
     assert removed.headers["allow"] == "GET, HEAD, PUT"
     assert_problem(client.post(api_server.url("/state"), headers=auth), 405, "method_not_allowed")
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        pytest.param(b'{"expectedRevision": 0, "idleSeconds": NaN}', id="nan"),
+        pytest.param(b'{"expectedRevision": 0, "idleSeconds": -Infinity}', id="infinity"),
+        pytest.param(b"[" * 20_000 + b"]" * 20_000, id="nested"),
+    ],
+)
+def test_what_python_would_read_but_json_is_not_is_refused(
+    api_server: ApiServer, client: httpx.Client, body: bytes
+) -> None:
+    response = client.put(api_server.url(SETTINGS), content=body, headers=headers())
+    assert_problem(response, 400, "malformed_json")
+    assert_unchanged(api_server, client, 0)
+
+
+def test_a_bad_page_position_never_reaches_the_store(
+    api_server: ApiServer, client: httpx.Client
+) -> None:
+    """``²`` is a digit to ``str.isdigit`` and not to ``int``: a 400, not a 500."""
+    response = client.get(
+        api_server.url("/settings/history?before=%C2%B2"),
+        headers={"authorization": f"Bearer {VIEWER_TOKEN}"},
+    )
+    assert_problem(response, 400, "invalid_query")
+
+
+def test_an_unreachable_store_is_503_and_the_server_keeps_running(
+    client: httpx.Client,
+) -> None:
+    """R-SET-4: the store down at start does not stop the process; the API says so."""
+    dead = f"postgresql://postgres@127.0.0.1:{free_port()}/nothing"
+
+    def make(environment: SchedulerSettings) -> SettingsStore:
+        return PostgresSettingsStore(dead, environment=environment)
+
+    server = ApiServer(make, ENVIRONMENT)
+    server.start()
+    try:
+        auth = {"authorization": f"Bearer {OPERATOR_TOKEN}"}
+        answer = client.get(server.url(SETTINGS), headers=auth)
+        problem = assert_problem(answer, 503, "storage_unavailable")
+        assert answer.headers["retry-after"] == "10"
+        assert "cannot" in problem["detail"]
+        write = client.put(
+            server.url(SETTINGS), json={"expectedRevision": 0, "sessions": 4}, headers=headers()
+        )
+        assert_problem(write, 503, "storage_unavailable")
+        assert client.get(server.url("/state"), headers=auth).status_code == 200
+    finally:
+        server.stop()

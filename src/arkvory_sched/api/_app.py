@@ -37,7 +37,7 @@ from starlette.types import Receive, Scope, Send
 from .._exceptions import ArkvoryError, SettingsError
 from .._port import DownloadScheduler
 from .._settings_store import RevisionMismatchError, SettingsStore, StoredSettings, apply_stored
-from ._body import BodyError, read_json_object
+from ._body import BodyError, read_json_object, whole_number
 from ._guard import refuse_read, refuse_write
 from ._identity import Authorize, identify
 from ._problems import json_pointer, problem
@@ -322,7 +322,7 @@ def _query_int(
     text = request.query_params.get(name)
     if text is None or text == "":
         return default
-    value = int(text) if text.isdigit() and len(text) <= 18 else None
+    value = int(text) if whole_number(text) and len(text) <= 18 else None
     if value is None or value < low or (high is not None and value > high):
         bound = f"from {low} to {high}" if high is not None else f"at least {low}"
         return problem(
@@ -368,7 +368,7 @@ def _mismatch(error: RevisionMismatchError, by_if_match: bool) -> Response:
 def _unavailable(error: ArkvoryError) -> Response:
     return problem(
         503,
-        "settings_unavailable",
+        "storage_unavailable",
         "Storage unavailable",
         f"The settings or the queue cannot be read now ({error}); nothing was changed.",
         headers={"retry-after": str(_STORE_RETRY_SECONDS)},

@@ -17,7 +17,13 @@ from typing import Final
 
 from starlette.requests import ClientDisconnect, Request
 
-__all__ = ["MAX_BODY_BYTES", "BodyError", "is_json_media_type", "read_json_object"]
+__all__ = [
+    "MAX_BODY_BYTES",
+    "BodyError",
+    "is_json_media_type",
+    "read_json_object",
+    "whole_number",
+]
 
 MAX_BODY_BYTES: Final = 64 * 1024
 
@@ -47,7 +53,7 @@ def is_json_media_type(content_type: str | None) -> bool:
 async def read_json_object(request: Request, limit: int = MAX_BODY_BYTES) -> dict[str, object]:
     """The body as a JSON object, or :class:`BodyError`."""
     declared = request.headers.get("content-length")
-    if declared is not None and declared.strip().isdigit() and int(declared) > limit:
+    if declared is not None and whole_number(declared) and int(declared) > limit:
         raise _too_large(limit)
     chunks: list[bytes] = []
     size = 0
@@ -70,7 +76,9 @@ async def read_json_object(request: Request, limit: int = MAX_BODY_BYTES) -> dic
             {"offset": error.start},
         ) from None
     try:
-        value = json.loads(text, object_pairs_hook=_refuse_duplicates)
+        value = json.loads(
+            text, object_pairs_hook=_refuse_duplicates, parse_constant=_refuse_constant
+        )
     except json.JSONDecodeError as error:
         raise BodyError(
             400,
@@ -84,6 +92,12 @@ async def read_json_object(request: Request, limit: int = MAX_BODY_BYTES) -> dic
             "malformed_json",
             f"The member {error.name!r} is given twice; give each setting once.",
         ) from None
+    except _ConstantError as error:
+        raise BodyError(
+            400, "malformed_json", f"{error.name} is not a JSON number (RFC 8259)."
+        ) from None
+    except RecursionError:
+        raise BodyError(400, "malformed_json", "The body is nested too deeply.") from None
     if not isinstance(value, dict):
         raise BodyError(
             400,
@@ -97,6 +111,23 @@ class _DuplicateMemberError(ValueError):
     def __init__(self, name: str) -> None:
         super().__init__(name)
         self.name = name
+
+
+class _ConstantError(ValueError):
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.name = name
+
+
+def _refuse_constant(name: str) -> object:
+    """``NaN`` and ``Infinity`` are Python's extensions, not JSON: refused."""
+    raise _ConstantError(name)
+
+
+def whole_number(text: str) -> bool:
+    """ASCII digits only (``str.isdigit`` also takes ``²``, which ``int`` refuses)."""
+    text = text.strip()
+    return text.isascii() and text.isdigit()
 
 
 def _refuse_duplicates(pairs: list[tuple[str, object]]) -> dict[str, object]:
