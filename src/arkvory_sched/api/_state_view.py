@@ -8,12 +8,12 @@ module only arranges values. Wall times are RFC 3339 strings, durations seconds.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from datetime import UTC, datetime
 
 from .._classes import DownloadClass
 from .._queue_state import ActiveSession, QueueState
 from .._settings import SchedulerSettings
-from ..asgi._problems import rfc3339
-from ..observability._quantiles import histogram_quantile
+from ..observability import histogram_quantile
 from ..policy import ClassWork, forecast_empty, stall_reason
 
 __all__ = ["state_document"]
@@ -116,6 +116,11 @@ def _sessions(sessions: Iterable[ActiveSession]) -> list[dict[str, object]]:
         }
         for session in sessions
     ]
+
+
+def rfc3339(epoch_seconds: float) -> str:
+    """Wall-clock seconds as RFC 3339 UTC, whole seconds (as the queue headers give them)."""
+    return datetime.fromtimestamp(round(epoch_seconds), tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _rounded(value: float | None) -> float | None:
