@@ -37,6 +37,7 @@ __all__ = [
     "attempted_json",
     "audit_entry",
     "camel_error",
+    "check_page",
     "decode_record",
     "record_diff",
     "validate_fields",
@@ -140,8 +141,10 @@ class SettingsStore(abc.ABC):
         ``fields`` is the whole new record, not a patch; ``{}`` returns to the
         environment. Raises :class:`SettingsError` (its field a path such as
         ``classWindows/bulk/windows/0/zone``) when the fields would not work, and
-        :class:`RevisionMismatchError` when another change came first; in both cases
-        nothing is saved and the refusal is audited.
+        :class:`RevisionMismatchError` (with the current revision and who made it)
+        when another change came first; in both cases nothing is saved and the
+        refusal is audited. An applied change is audited in the same statement that
+        saves it. :class:`SettingsUnavailableError` when the store cannot be reached.
         """
 
     @abc.abstractmethod
@@ -240,6 +243,15 @@ def camel_error(error: SettingsError) -> SettingsError:
     if camel is None or camel == own:
         return error
     return SettingsError(camel + slash + inside, error.message)
+
+
+def check_page(limit: int, before: int | None) -> None:
+    """Refuse a page the stores would read differently (SQLite takes ``LIMIT -1`` for
+    "no limit", PostgreSQL refuses it), so both answer the same."""
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise ValueError(f"limit must be a whole number of 1 or more, not {limit!r}")
+    if before is not None and (isinstance(before, bool) or not isinstance(before, int)):
+        raise ValueError(f"before must be an audit entry id, not {before!r}")
 
 
 def attempted_json(fields: Mapping[str, object]) -> str:

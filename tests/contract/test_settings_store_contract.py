@@ -268,6 +268,9 @@ async def test_every_change_and_every_refusal_is_in_the_history_newest_first(
     assert first_page == entries[:3]
     assert await store.history(limit=3, before=first_page[-1].id) == entries[3:]
     assert await store.history(limit=3, before=alice.id) == []
+    for limit in (0, -1):
+        with pytest.raises(ValueError, match="limit"):
+            await store.history(limit=limit)
 
 
 async def test_sixteen_writers_times_one_hundred_lose_nothing_and_audit_every_refusal(

@@ -27,6 +27,7 @@ from arkvory_sched.sqlite import (
     load_or_create_ticket_key,
     settings_file,
 )
+from arkvory_sched.sqlite._database import named_statements
 from tests.contract.test_settings_store_contract import all_history
 
 ROOT: Final = Path(__file__).resolve().parents[2]
@@ -152,3 +153,12 @@ def test_a_legacy_file_that_is_not_a_key_is_a_configuration_error(tmp_path: Path
     legacy.write_text("zz\n")
     with pytest.raises(ConfigurationError, match="key file"):
         load_or_create_ticket_key(tmp_path / "settings.sqlite3", legacy_key_file=legacy)
+
+
+def test_the_statement_file_is_read_by_name_without_its_comments() -> None:
+    text = "-- file comment\n-- name: one\n-- why\nSELECT 1\n\n-- name: two\nSELECT 2\n"
+    assert named_statements(text) == {"one": "SELECT 1", "two": "SELECT 2"}
+    with pytest.raises(ValueError, match="'one'"):
+        named_statements("-- name: one\nSELECT 1\n-- name: one\nSELECT 2\n")
+    with pytest.raises(ValueError, match="'empty'"):
+        named_statements("-- name: empty\n-- only a comment\n")

@@ -261,9 +261,10 @@ async def test_a_cached_lease_is_trusted_for_two_seconds_of_the_schedulers_clock
 async def test_the_keeper_applies_new_settings_with_a_pool_of_two(
     database_url: str, schema: str
 ) -> None:
-    """The keeper configures the scheduler from its own task, on the store's own pool:
-    with a scheduler pool of two, one connection kept aside for admissions and one held
-    by an admitted response, the change still applies without waiting for ever."""
+    """The keeper reads through the scheduler's own pool (``settings_store()``, as the
+    demo does) and configures it from its own task: with a pool of two, one connection
+    kept aside for admissions, and a response admitted, the change still applies
+    without waiting for ever."""
     scheduler = await PostgresScheduler.connect(
         database_url, schema=schema, migrate=False, pool_size=2, settings=settings()
     )
@@ -272,9 +273,11 @@ async def test_the_keeper_applies_new_settings_with_a_pool_of_two(
         decision = await scheduler.admit(download("ci", "dl-1"))  # keeps a connection
         assert isinstance(decision, Admitted)
         await store.compare_and_set({"sessions": 3}, expected_revision=0, updated_by="ops")
+        keeper = SettingsKeeper(scheduler.settings_store(), scheduler)
         with anyio.fail_after(10):
-            assert await SettingsKeeper(store, scheduler).refresh()
+            assert await keeper.refresh()
             await scheduler.tick()
+        assert keeper.revision == 1
         assert scheduler.settings.sessions == 3
         await scheduler.report(decision.grant, Interrupted())
     finally:

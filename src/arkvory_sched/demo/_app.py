@@ -213,7 +213,9 @@ def build_app(
         # The environment the store validates against is the one the scheduler started
         # on: a change is accepted only if this process can run it.
         environment = scheduler.settings
-        if database_url is not None:
+        if isinstance(scheduler, PostgresScheduler):
+            settings_store = scheduler.settings_store()  # on its pool, no connections more
+        elif database_url is not None:
             settings_store = PostgresSettingsStore(
                 database_url, environment=environment, schema=schema
             )

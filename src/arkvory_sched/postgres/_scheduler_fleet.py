@@ -27,6 +27,7 @@ from ._scheduler_state import (
     TICKET_KEY_RETRY_SECONDS,
     log,
 )
+from ._settings_store import PostgresSettingsStore
 from ._ticket_key import ensure_ticket_key, read_ticket_key
 
 __all__ = ["SchedulerFleet"]
@@ -210,6 +211,14 @@ class SchedulerFleet(SchedulerDelivery):
         await self._give_back_ranges(conn, shares)
 
     # ------------------------------------------------------------------ settings and key
+    def settings_store(self) -> PostgresSettingsStore:
+        """The settings store of this scheduler's schema, on its pool, validating
+        against the environment it started with: the store a process's keeper reads
+        (ADR 0022) without connections of its own. Usable once :meth:`start` ran."""
+        return PostgresSettingsStore(
+            self._require_pool, environment=self._environment, schema=self._schema
+        )
+
     async def refresh_ticket_key(self) -> None:
         """Read (writers: create) the ticket key (R-TICKET-4).
 

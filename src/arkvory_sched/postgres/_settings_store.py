@@ -19,7 +19,7 @@ The contract is the port's (:class:`SettingsStore`, ADR 0022); what is particula
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from types import MappingProxyType
 from typing import Any, NoReturn
@@ -38,6 +38,7 @@ from .._settings_store import (
     StoredSettings,
     attempted_json,
     audit_entry,
+    check_page,
     decode_record,
     validate_fields,
 )
@@ -57,22 +58,27 @@ _COMMAND_TIMEOUT_SECONDS = 5.0
 class PostgresSettingsStore(SettingsStore):
     """The settings record and its audit trail in the tables of one schema.
 
-    ``database`` is a pool or connection (the caller closes it) or a DSN, for which
-    the store opens a small pool of its own on first use and closes it in
-    :meth:`close`; opening lazily means a database that is down when the process
-    starts does not stop it (R-SET-4). The schema must be migrated
-    (``arkvory-sched migrate``, or a writer's start).
+    ``database`` is a pool or connection (the caller closes it); a function that
+    returns one when the store is used (a scheduler's pool, which exists only once it
+    started: :meth:`PostgresScheduler.settings_store`); or a DSN, for which the store
+    opens a small pool of its own on first use and closes it in :meth:`close`.
+    Opening lazily means a database that is down when the process starts does not
+    stop it (R-SET-4). The schema must be migrated (``arkvory-sched migrate``, or a
+    writer's start).
     """
 
     def __init__(
         self,
-        database: Queryable | str,
+        database: Queryable | str | Callable[[], Queryable],
         *,
         environment: SchedulerSettings,
         schema: str = DEFAULT_SCHEMA,
     ) -> None:
         self._dsn = database if isinstance(database, str) else None
-        self._database: Queryable | None = None if isinstance(database, str) else database
+        self._provider = database if callable(database) else None
+        self._database: Queryable | None = None
+        if not isinstance(database, str) and not callable(database):
+            self._database = database
         self._own_pool: asyncpg.Pool | None = None
         self._opening = anyio.Lock()
         self._environment = environment
@@ -120,6 +126,7 @@ class PostgresSettingsStore(SettingsStore):
         raise RevisionMismatchError(expected_revision, current, by)
 
     async def history(self, *, limit: int = 50, before: int | None = None) -> list[AuditEntry]:
+        check_page(limit, before)
         try:
             rows = await (await self._db()).fetch(self._history, limit, before)
         except DATABASE_ERRORS as error:
@@ -174,6 +181,8 @@ class PostgresSettingsStore(SettingsStore):
 
     async def _db(self) -> Any:
         """The pool or connection to query (asyncpg's, untyped), opening our own once."""
+        if self._provider is not None:
+            return self._provider()
         if self._database is not None:
             return self._database
         async with self._opening:

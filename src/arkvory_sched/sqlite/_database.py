@@ -15,18 +15,18 @@ every connection is set up the same way here:
 * ``schema.sql`` runs on every open; it is idempotent and takes the write lock first.
 
 The statements live in ``statements.sql`` beside this module (read as package data,
-named blocks in the format of ADR 0018).
+named blocks as in ADR 0018, without the PostgreSQL store's fragments and templates,
+which these few statements do not need).
 """
 
 from __future__ import annotations
 
 import os
+import re
 import sqlite3
 from importlib import resources
 from pathlib import Path
 from typing import Final
-
-from ..postgres._statements import parse_statement_files
 
 __all__ = [
     "AUDIT_REFUSAL",
@@ -36,6 +36,7 @@ __all__ = [
     "READ_TICKET_KEY",
     "SAVE_SETTINGS",
     "SETTINGS_HISTORY",
+    "named_statements",
     "open_database",
 ]
 
@@ -43,19 +44,38 @@ BUSY_TIMEOUT_SECONDS: Final = 10.0
 _PACKAGE: Final = "arkvory_sched.sqlite"
 
 
+_HEADER: Final = re.compile(r"^-- name: ([a-z_]+)$", re.MULTILINE)
+
+
 def _read(name: str) -> str:
     return resources.files(_PACKAGE).joinpath(name).read_text(encoding="utf-8")
 
 
-_SCHEMA: Final = _read("schema.sql")
-_CATALOG: Final = parse_statement_files([("statements.sql", _read("statements.sql"))])
+def named_statements(text: str) -> dict[str, str]:
+    """The ``-- name: x`` blocks of ``text``: each runs to the next header; the comment
+    lines at its top document it and are not sent. Raises ``ValueError`` for a name
+    given twice or a block without SQL, when the module is imported."""
+    parts = _HEADER.split(text)
+    found: dict[str, str] = {}
+    for name, block in zip(parts[1::2], parts[2::2], strict=True):
+        lines = block.strip().splitlines()
+        while lines and lines[0].startswith("--"):
+            lines.pop(0)
+        if name in found or not lines:
+            raise ValueError(f"statements.sql: {name!r} is defined twice or has no SQL")
+        found[name] = "\n".join(lines).strip()
+    return found
 
-READ_SETTINGS: Final = _CATALOG.statement("read_settings")
-SAVE_SETTINGS: Final = _CATALOG.statement("save_settings")
-AUDIT_REFUSAL: Final = _CATALOG.statement("audit_refusal")
-SETTINGS_HISTORY: Final = _CATALOG.statement("settings_history")
-CREATE_TICKET_KEY: Final = _CATALOG.statement("create_ticket_key")
-READ_TICKET_KEY: Final = _CATALOG.statement("read_ticket_key")
+
+_SCHEMA: Final = _read("schema.sql")
+_STATEMENTS: Final = named_statements(_read("statements.sql"))
+
+READ_SETTINGS: Final = _STATEMENTS["read_settings"]
+SAVE_SETTINGS: Final = _STATEMENTS["save_settings"]
+AUDIT_REFUSAL: Final = _STATEMENTS["audit_refusal"]
+SETTINGS_HISTORY: Final = _STATEMENTS["settings_history"]
+CREATE_TICKET_KEY: Final = _STATEMENTS["create_ticket_key"]
+READ_TICKET_KEY: Final = _STATEMENTS["read_ticket_key"]
 
 
 def open_database(path: Path) -> sqlite3.Connection:

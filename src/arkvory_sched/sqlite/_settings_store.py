@@ -40,6 +40,7 @@ from .._settings_store import (
     StoredSettings,
     attempted_json,
     audit_entry,
+    check_page,
     decode_record,
     validate_fields,
 )
@@ -100,6 +101,7 @@ class SqliteSettingsStore(SettingsStore):
         raise RevisionMismatchError(expected_revision, current, by)
 
     async def history(self, *, limit: int = 50, before: int | None = None) -> list[AuditEntry]:
+        check_page(limit, before)
         rows = await self._run(lambda c: c.execute(db.SETTINGS_HISTORY, (limit, before)).fetchall())
         return [
             audit_entry(
