@@ -30,7 +30,17 @@ from ._model import (
     TickReport,
 )
 from ._port import DownloadScheduler, FastGrant, FastPath
+from ._queue_state import ActiveSession, ClassQueue, QueueState
 from ._settings import SchedulerSettings, Strategy
+from ._settings_keeper import SettingsKeeper
+from ._settings_store import (
+    AuditEntry,
+    AuditOutcome,
+    RevisionMismatchError,
+    SettingsStore,
+    SettingsUnavailableError,
+    StoredSettings,
+)
 from ._target import DownloadTarget, Resolver
 from ._tickets import TicketSigner, generate_key
 from ._ticking import next_tick_delay, run_tick_loop
@@ -39,10 +49,14 @@ from .memory import InMemoryDownloadScheduler
 from .observability import metrics_app, readiness_app
 
 __all__ = [
+    "ActiveSession",
     "Admission",
     "Admitted",
     "ArkvoryError",
+    "AuditEntry",
+    "AuditOutcome",
     "ByteRange",
+    "ClassQueue",
     "ClassStats",
     "Clock",
     "ConfigurationError",
@@ -64,14 +78,20 @@ __all__ = [
     "Interrupted",
     "InvalidRequestError",
     "PrincipalKind",
+    "QueueState",
     "Queued",
     "RangeKind",
     "RejectReason",
     "Rejected",
     "Resolver",
+    "RevisionMismatchError",
     "SchedulerSettings",
     "SchedulerStats",
     "SettingsError",
+    "SettingsKeeper",
+    "SettingsStore",
+    "SettingsUnavailableError",
+    "StoredSettings",
     "Strategy",
     "SystemClock",
     "TickReport",

@@ -7,10 +7,13 @@ The whole tree (every class is raised somewhere; a test checks both)::
     │   └── ConfigurationError   … and it came from an environment variable (``variable``)
     ├── InvalidRequestError      a request field is malformed (``field``) — HTTP 400
     ├── MigrationError           a migration failed (``version``)      [arkvory_sched.postgres]
-    └── RevisionMismatchError    the settings record moved on — HTTP 409 [arkvory_sched.postgres]
+    ├── RevisionMismatchError    the settings record moved on — HTTP 409 [_settings_store]
+    └── SettingsUnavailableError the settings store cannot be reached — HTTP 503 [_settings_store]
 
-The two marked ``arkvory_sched.postgres`` are defined and exported there, beside the
-storage they belong to; only users of the PostgreSQL implementation meet them.
+``MigrationError`` is defined and exported by ``arkvory_sched.postgres``, beside the
+storage it belongs to. The two settings-store errors are defined with the store port
+(``_settings_store``) and exported here: every store raises them, and each store turns
+its driver's errors (asyncpg, sqlite3) into ``SettingsUnavailableError`` at its boundary.
 
 Nothing else leaves the package through its public API. The text parsers' own
 ``UnparsableError`` (a ``ValueError``, in ``_settings_parsing``) is turned into a

@@ -26,6 +26,7 @@ from ._model import (
     SchedulerStats,
     TickReport,
 )
+from ._queue_state import QueueState
 from ._settings import SchedulerSettings
 
 __all__ = ["DownloadScheduler", "FastGrant", "FastPath"]
@@ -105,6 +106,17 @@ class DownloadScheduler(abc.ABC):
     @abc.abstractmethod
     async def stats(self) -> SchedulerStats:
         """Aggregates for metrics and readiness; never any ids."""
+
+    @abc.abstractmethod
+    async def queue_state(self) -> QueueState:
+        """The queue as an operator sees it (R-VIS-2): the statistics, each class's
+        remaining bytes and whether its first waiter is held at its share, and the
+        sessions holding a slot with their principals.
+
+        Unlike ``stats()`` this names principals, so callers show it to operators only.
+        It must stay cheap at any queue length: counters, the active sessions and the
+        head of each class, never a scan of the waiting sessions.
+        """
 
     @abc.abstractmethod
     async def close(self) -> None:

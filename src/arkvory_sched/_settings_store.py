@@ -31,8 +31,14 @@ __all__ = [
     "AuditOutcome",
     "RevisionMismatchError",
     "SettingsStore",
+    "SettingsUnavailableError",
     "StoredSettings",
     "apply_stored",
+    "attempted_json",
+    "audit_entry",
+    "camel_error",
+    "check_page",
+    "decode_record",
     "record_diff",
     "validate_fields",
 ]
@@ -100,6 +106,15 @@ class RevisionMismatchError(ArkvoryError):
         self.updated_by = updated_by
 
 
+class SettingsUnavailableError(ArkvoryError):
+    """The store cannot be read or written now (database down, file locked too long).
+
+    Each store turns its driver's errors into this one at its boundary, so the keeper
+    and the API handle one exception whatever the store: the keeper keeps the running
+    settings and tries again, the API answers ``503``.
+    """
+
+
 class SettingsStore(abc.ABC):
     """Reads and compare-and-sets the operator record; keeps the audit trail.
 
@@ -115,7 +130,7 @@ class SettingsStore(abc.ABC):
 
     @abc.abstractmethod
     async def read(self) -> StoredSettings:
-        """The record as saved now."""
+        """The record as saved now; :class:`SettingsUnavailableError` when unreachable."""
 
     @abc.abstractmethod
     async def compare_and_set(
@@ -126,13 +141,19 @@ class SettingsStore(abc.ABC):
         ``fields`` is the whole new record, not a patch; ``{}`` returns to the
         environment. Raises :class:`SettingsError` (its field a path such as
         ``classWindows/bulk/windows/0/zone``) when the fields would not work, and
-        :class:`RevisionMismatchError` when another change came first; in both cases
-        nothing is saved and the refusal is audited.
+        :class:`RevisionMismatchError` (with the current revision and who made it)
+        when another change came first; in both cases nothing is saved and the
+        refusal is audited. An applied change is audited in the same statement that
+        saves it. :class:`SettingsUnavailableError` when the store cannot be reached.
         """
 
     @abc.abstractmethod
     async def history(self, *, limit: int = 50, before: int | None = None) -> list[AuditEntry]:
-        """Audit entries newest first; ``before`` is the ``id`` to continue below."""
+        """Audit entries newest first; ``before`` is the ``id`` to continue below.
+
+        Every applied change and every refused attempt has one entry; ``limit`` caps
+        a page, and the last entry's ``id`` passed as ``before`` gives the next page.
+        """
 
     async def close(self) -> None:  # noqa: B027 (nothing to close by default)
         """Release what the store holds (a pool it made, a file)."""
@@ -222,3 +243,62 @@ def camel_error(error: SettingsError) -> SettingsError:
     if camel is None or camel == own:
         return error
     return SettingsError(camel + slash + inside, error.message)
+
+
+def check_page(limit: int, before: int | None) -> None:
+    """Refuse a page the stores would read differently (SQLite takes ``LIMIT -1`` for
+    "no limit", PostgreSQL refuses it), so both answer the same."""
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise ValueError(f"limit must be a whole number of 1 or more, not {limit!r}")
+    if before is not None and (isinstance(before, bool) or not isinstance(before, int)):
+        raise ValueError(f"before must be an audit entry id, not {before!r}")
+
+
+def attempted_json(fields: Mapping[str, object]) -> str:
+    """``fields`` as JSON for the audit, even when they are not valid settings.
+
+    A refused attempt is audited with what was asked, and what was asked may hold
+    values JSON cannot carry (the reason it was refused): those are kept as their
+    ``repr`` rather than losing the entry.
+    """
+    return json.dumps(dict(fields), default=repr, sort_keys=True)
+
+
+def decode_record(text: str | None) -> dict[str, object]:
+    """A stored JSON object as a dict; anything else (never written by a store) is ``{}``."""
+    decoded = json.loads(text) if text else {}
+    return decoded if isinstance(decoded, dict) else {}
+
+
+def audit_entry(
+    *,
+    id: int,
+    at: datetime,
+    actor: str,
+    outcome: str,
+    expected_revision: int,
+    revision: int,
+    revision_by: str | None,
+    before: str | None,
+    attempted: str | None,
+    detail: str | None,
+) -> AuditEntry:
+    """One audit row of either store as an :class:`AuditEntry`.
+
+    A mismatch row stores who made the revision it met (``revision_by``) rather than a
+    sentence, because that is only known inside the statement that writes the row;
+    the sentence is the one :class:`RevisionMismatchError` gave the caller.
+    """
+    kind = AuditOutcome(outcome)
+    if kind is AuditOutcome.REVISION_MISMATCH and detail is None:
+        detail = str(RevisionMismatchError(expected_revision, revision, revision_by))
+    return AuditEntry(
+        id=id,
+        at=at,
+        actor=actor,
+        outcome=kind,
+        expected_revision=expected_revision,
+        revision=revision,
+        change=MappingProxyType(record_diff(decode_record(before), decode_record(attempted))),
+        detail=detail,
+    )

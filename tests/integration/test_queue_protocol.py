@@ -18,6 +18,8 @@ from pathlib import Path
 
 import httpx
 
+from arkvory_sched.sqlite import load_or_create_ticket_key
+
 from .conftest import (
     MIB,
     ONE_SLOT,
@@ -30,7 +32,7 @@ from .conftest import (
 
 TICKET = re.compile(r"2\.([0-9a-z]+)\.([0-9a-z]+)\.[A-Za-z0-9_-]{43}")
 STARTS_AT = re.compile(r"(\S+Z); earliest=(\S+Z); latest=(\S+Z)")
-KEY_FILE = ".arkvory-ticket-key"
+SETTINGS_FILE = ".arkvory-settings.sqlite3"  # keeps the ticket key
 
 
 def _instant(text: str) -> float:
@@ -142,7 +144,8 @@ def test_a_ticket_keeps_the_place_across_a_restart(
     write_pattern_file(demo_root / "busy.bin", 2 * MIB)
     write_pattern_file(demo_root / "wanted.bin", 2 * MIB)
     server = start_server(env=ONE_SLOT)
-    key = (demo_root / KEY_FILE).read_bytes()
+    assert (demo_root / SETTINGS_FILE).is_file(), "the server made the key at start"
+    key = load_or_create_ticket_key(demo_root / SETTINGS_FILE)
     SlotHolder(server, "busy.bin", "holder-before").take()
 
     # Four downloads queue in this order; each arrival is a distinct millisecond.
@@ -158,7 +161,7 @@ def test_a_ticket_keeps_the_place_across_a_restart(
     old_arrival = _arrival(a.ticket)
 
     server.restart()
-    assert (demo_root / KEY_FILE).read_bytes() == key, "the ticket key changed on restart"
+    assert load_or_create_ticket_key(demo_root / SETTINGS_FILE) == key, "the key changed"
     assert server.readiness()["waiting"] == 0  # the queue itself did not survive
     SlotHolder(server, "busy.bin", "holder-after").take()
 

@@ -39,6 +39,7 @@ TABLES = {
     "fleet_node",
     "queue_leader",
     "download_settings",
+    "download_settings_audit",
     "arkvory_download_ticket_key",
     "queue_admitted",
     "queue_expired",

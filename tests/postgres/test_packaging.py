@@ -22,3 +22,21 @@ def test_every_package_under_src_is_listed_in_pyproject() -> None:
     assert "arkvory_sched.migrations" in listed
     assert config["tool"]["setuptools"]["package-dir"]["arkvory_sched.migrations"] == "migrations"
     assert (ROOT / "migrations" / "__init__.py").is_file()
+
+
+def test_every_data_file_under_src_is_shipped_as_package_data() -> None:
+    # The SQL files are read with importlib.resources: one that no package-data pattern
+    # matches works from a checkout and is missing from the wheel.
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    patterns = config["tool"]["setuptools"]["package-data"]
+    missing = []
+    for path in (ROOT / "src").rglob("*"):
+        if not path.is_file() or path.suffix in {".py", ".pyc"} or "__pycache__" in path.parts:
+            continue
+        package = ".".join(path.parent.relative_to(ROOT / "src").parts)
+        if not any(path.match(pattern) for pattern in patterns.get(package, [])):
+            missing.append(str(path.relative_to(ROOT)))
+    assert not missing, f"add to [tool.setuptools.package-data]: {missing}"
+    assert {"schema.sql", "statements.sql"} <= {
+        path.name for path in (ROOT / "src" / "arkvory_sched" / "sqlite").glob("*.sql")
+    }

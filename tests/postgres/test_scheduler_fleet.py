@@ -27,8 +27,9 @@ from arkvory_sched import (
     Rejected,
     RejectReason,
     SchedulerSettings,
+    SettingsKeeper,
 )
-from arkvory_sched.postgres import PostgresScheduler, SettingsStore
+from arkvory_sched.postgres import PostgresScheduler, PostgresSettingsStore
 from arkvory_sched.testing import FakeClock
 from tests.postgres._helpers import FLEET_SETTINGS, MIB, SIZE, Connect, download
 
@@ -214,24 +215,24 @@ async def test_unreachable_database_at_start_does_not_stop_the_process() -> None
         await scheduler.disconnect()
 
 
-async def test_stored_settings_apply_only_when_newer(
+async def test_the_keeper_applies_stored_settings_only_when_newer(
     connect: Connect, database_url: str, schema: str
 ) -> None:
     scheduler = await connect(node_id="node-a")
     assert scheduler.settings.sessions == 2
-    pool = await asyncpg.create_pool(database_url, min_size=1, max_size=2)
+    store = PostgresSettingsStore(database_url, environment=settings(), schema=schema)
+    keeper = SettingsKeeper(store, scheduler)
     try:
-        store = SettingsStore(pool, environment=settings(), schema=schema)
         saved = await store.compare_and_set({"sessions": 5}, expected_revision=0, updated_by="ops")
-        assert await scheduler.refresh_settings()
+        assert await keeper.refresh()
         assert scheduler.settings.sessions == 5
-        assert scheduler.settings_revision == saved.revision
-        assert not await scheduler.refresh_settings(), "the same revision is not applied twice"
+        assert (keeper.revision, keeper.updated_by) == (saved.revision, "ops")
+        assert not await keeper.refresh(), "the same revision is not applied twice"
         await store.compare_and_set({}, expected_revision=saved.revision, updated_by="ops")
-        assert await scheduler.refresh_settings()
+        assert await keeper.refresh()
         assert scheduler.settings.sessions == 2, "{} returns to the environment"
     finally:
-        await pool.close()
+        await store.close()
 
 
 async def test_a_cached_lease_is_trusted_for_two_seconds_of_the_schedulers_clock(
@@ -257,30 +258,30 @@ async def test_a_cached_lease_is_trusted_for_two_seconds_of_the_schedulers_clock
     assert isinstance(asked, Rejected), "no longer trusted: the database says it is gone"
 
 
-async def test_a_tick_applies_new_settings_with_a_pool_of_two(
+async def test_the_keeper_applies_new_settings_with_a_pool_of_two(
     database_url: str, schema: str
 ) -> None:
-    """The settings are re-read before the tick takes its connection: with a pool of
-    two, one kept aside for admissions, a re-read waiting for a second connection while
-    the tick held one waited for ever."""
+    """The keeper reads through the scheduler's own pool (``settings_store()``, as the
+    demo does) and configures it from its own task: with a pool of two, one connection
+    kept aside for admissions, and a response admitted, the change still applies
+    without waiting for ever."""
     scheduler = await PostgresScheduler.connect(
         database_url, schema=schema, migrate=False, pool_size=2, settings=settings()
     )
+    store = PostgresSettingsStore(database_url, environment=settings(), schema=schema)
     try:
         decision = await scheduler.admit(download("ci", "dl-1"))  # keeps a connection
         assert isinstance(decision, Admitted)
-        pool = await asyncpg.create_pool(database_url, min_size=1, max_size=1)
-        try:
-            store = SettingsStore(pool, environment=settings(), schema=schema)
-            await store.compare_and_set({"sessions": 3}, expected_revision=0, updated_by="ops")
-        finally:
-            await pool.close()
-        scheduler._next_settings_read = 0.0  # due (every 10 s of real time)
+        await store.compare_and_set({"sessions": 3}, expected_revision=0, updated_by="ops")
+        keeper = SettingsKeeper(scheduler.settings_store(), scheduler)
         with anyio.fail_after(10):
+            assert await keeper.refresh()
             await scheduler.tick()
+        assert keeper.revision == 1
         assert scheduler.settings.sessions == 3
         await scheduler.report(decision.grant, Interrupted())
     finally:
+        await store.close()
         await scheduler.disconnect()
 
 

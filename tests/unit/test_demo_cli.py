@@ -19,13 +19,20 @@ import httpx
 import pytest
 from starlette.types import ASGIApp, Receive, Send
 
-from arkvory_sched import ConfigurationError, InMemoryDownloadScheduler, PrincipalKind
+from arkvory_sched import (
+    ConfigurationError,
+    InMemoryDownloadScheduler,
+    PrincipalKind,
+    SchedulerSettings,
+    SettingsKeeper,
+)
 from arkvory_sched.demo import _cli as demo_cli
 from arkvory_sched.demo import build_app, create_example, load_ticket_key, main
 from arkvory_sched.demo._app import KEY_FILE_NAME
 from arkvory_sched.demo._auth import ANONYMOUS_LINK, parse_token, parse_tokens, principal_for
 from arkvory_sched.demo._cli import build_parser, example_files
 from arkvory_sched.postgres import PostgresScheduler
+from arkvory_sched.sqlite import SETTINGS_FILE_NAME, SqliteSettingsStore
 
 MIB = 1024 * 1024
 Message = MutableMapping[str, Any]
@@ -311,9 +318,10 @@ def test_serve_runs_uvicorn_with_the_app(tmp_path: Path, recorder: type[Recordin
     assert (config.host, config.port, config.lifespan) == ("0.0.0.0", 0, "on")
     assert callable(config.app)
     assert server.scheduler is not None  # closed at the shutdown signal (R-RES-4)
-    key_file = tmp_path / KEY_FILE_NAME
-    assert key_file.is_file()
-    assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
+    settings = tmp_path / SETTINGS_FILE_NAME  # keeps the ticket key
+    assert settings.is_file()
+    assert stat.S_IMODE(settings.stat().st_mode) == 0o600
+    assert not (tmp_path / KEY_FILE_NAME).exists(), "no separate key file any more"
 
 
 def test_serve_reports_a_server_that_did_not_start(
@@ -326,12 +334,26 @@ def test_serve_reports_a_server_that_did_not_start(
 # --- ticket key ---------------------------------------------------------------------------
 
 
-def test_ticket_key_file_is_created_once(tmp_path: Path) -> None:
+def test_ticket_key_is_created_once_in_the_settings_file(tmp_path: Path) -> None:
     key = load_ticket_key(tmp_path, {})
     assert len(key) == 32
-    path = tmp_path / KEY_FILE_NAME
+    path = tmp_path / SETTINGS_FILE_NAME
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     assert load_ticket_key(tmp_path, {}) == key  # survives a restart
+
+
+def test_the_ticket_key_of_an_earlier_version_stays_valid(tmp_path: Path) -> None:
+    old_key = bytes(range(32))
+    (tmp_path / KEY_FILE_NAME).write_text(old_key.hex() + "\n")
+    assert load_ticket_key(tmp_path, {}) == old_key
+    assert load_ticket_key(tmp_path, {}) == old_key
+
+
+def test_the_settings_file_moves_with_its_variable(tmp_path: Path) -> None:
+    elsewhere = tmp_path / "state" / "settings.sqlite3"
+    key = load_ticket_key(tmp_path / "served", {"ARKVORY_SETTINGS_FILE": str(elsewhere)})
+    assert elsewhere.is_file()
+    assert load_ticket_key(tmp_path / "other", {"ARKVORY_SETTINGS_FILE": str(elsewhere)}) == key
 
 
 def test_ticket_key_from_the_environment(tmp_path: Path) -> None:
@@ -377,6 +399,7 @@ async def test_app_serves_files_through_the_scheduler(served: Path) -> None:
         assert denied.status_code == 401
         assert (await http.get("/files/missing")).status_code == 404
         assert (await http.get(f"/files/{KEY_FILE_NAME}")).status_code == 404
+        assert (await http.get(f"/files/{SETTINGS_FILE_NAME}")).status_code == 404
 
         index = await http.get("/")
         assert index.status_code == 200
@@ -421,6 +444,47 @@ async def test_app_lifespan_ticks_and_closes_the_scheduler(served: Path) -> None
             await to_app.send({"type": "lifespan.shutdown"})
             assert (await from_app.receive())["type"] == "lifespan.shutdown.complete"
     assert (await scheduler.stats()).closed
+
+
+@pytest.mark.anyio
+async def test_app_applies_the_stored_settings_before_it_serves(
+    served: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """R-SET-3 in the demo: the record saved in the settings file (by an earlier run or
+    another process) is running when start-up completes; the API finds the store and
+    the keeper on ``app.state``."""
+    monkeypatch.delenv("ARKVORY_SETTINGS_FILE", raising=False)
+    environment = SchedulerSettings(sessions=8)
+    earlier = SqliteSettingsStore(served / SETTINGS_FILE_NAME, environment=environment)
+    await earlier.compare_and_set({"sessions": 3}, expected_revision=0, updated_by="ops")
+    await earlier.close()
+
+    app = build_app(served, {}, scheduler_settings=environment)
+    assert isinstance(app.state.settings_store, SqliteSettingsStore)
+    assert isinstance(app.state.settings_keeper, SettingsKeeper)
+    assert app.state.settings_store.environment == environment
+    to_app, app_inbox = anyio.create_memory_object_stream[Message](4)
+    app_outbox, from_app = anyio.create_memory_object_stream[Message](4)
+
+    async def receive() -> Message:
+        return await app_inbox.receive()
+
+    async def send(message: Message) -> None:
+        await app_outbox.send(message)
+
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tasks, to_app, app_inbox, app_outbox, from_app:
+            scope: Message = {"type": "lifespan", "asgi": {"version": "3.0"}}
+            tasks.start_soon(run_app, app, scope, receive, send)
+            await to_app.send({"type": "lifespan.startup"})
+            assert (await from_app.receive())["type"] == "lifespan.startup.complete"
+            assert app.state.scheduler.settings.sessions == 3
+            assert (app.state.settings_keeper.revision, app.state.settings_keeper.updated_by) == (
+                1,
+                "ops",
+            )
+            await to_app.send({"type": "lifespan.shutdown"})
+            assert (await from_app.receive())["type"] == "lifespan.shutdown.complete"
 
 
 def test_ctrl_c_after_graceful_shutdown_exits_130(

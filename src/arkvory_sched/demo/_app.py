@@ -6,9 +6,16 @@ beside it, not behind it. Starlette does not forward the ASGI lifespan to mounte
 apps, so the application's own lifespan runs the scheduler's tick loop and closes the
 scheduler on shutdown (the middleware is told not to).
 
-The ticket signing key persists in the served directory (as a hidden file, which the
-file server never serves), so a client's ``Arkvory-Queue-Ticket`` stays valid across a
-restart of the demo and it keeps its place in the queue (R-TICKET-4).
+Operator settings are kept in a settings store and applied by a
+:class:`SettingsKeeper` that the lifespan runs (ADR 0022): with the in-memory queue the
+store is a SQLite file, by default hidden in the served directory
+(``ARKVORY_SETTINGS_FILE`` moves it; the file server never serves hidden files); with
+``database_url`` it is the PostgreSQL schema of the shared queue. The settings API
+finds both on ``app.state`` (``settings_store``, ``settings_keeper``).
+
+The ticket signing key of the in-memory queue lives in the same SQLite file, so a
+client's ``Arkvory-Queue-Ticket`` stays valid across a restart of the demo and it keeps
+its place in the queue (R-TICKET-4); the key file of earlier versions is imported once.
 """
 
 from __future__ import annotations
@@ -32,12 +39,16 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from .._exceptions import ConfigurationError
 from .._port import DownloadScheduler
 from .._settings import SchedulerSettings
+from .._settings_keeper import SettingsKeeper
+from .._settings_store import SettingsStore
 from .._ticking import run_tick_loop
+from ..api import API_PREFIX, Identity, operator_api
 from ..asgi import DownloadSchedulerMiddleware
 from ..memory import InMemoryDownloadScheduler
 from ..observability import metrics_app, readiness_app
-from ..postgres import DEFAULT_SCHEMA, PostgresScheduler
-from ._auth import TokenMap
+from ..postgres import DEFAULT_SCHEMA, PostgresScheduler, PostgresSettingsStore
+from ..sqlite import SqliteSettingsStore, load_or_create_ticket_key, settings_file
+from ._auth import StaffMap, TokenMap, staff_for
 from ._bandwidth import BandwidthGovernor
 from ._files import FileServer
 from ._resolver import make_resolver
@@ -53,36 +64,26 @@ __all__ = [
 TICKET_KEY_VARIABLE: Final = "ARKVORY_TICKET_KEY"
 KEY_FILE_NAME: Final = ".arkvory-ticket-key"
 INDEX_LIMIT: Final = 1000
-_KEY_BYTES: Final = 32
 _MIN_KEY_BYTES: Final = 16
 
 
-def load_ticket_key(root: Path, environ: Mapping[str, str] | None = None) -> bytes:
-    """The ticket signing key: ``ARKVORY_TICKET_KEY`` (hex) or ``root/.arkvory-ticket-key``.
+def load_ticket_key(
+    root: Path, environ: Mapping[str, str] | None = None, *, settings_path: Path | None = None
+) -> bytes:
+    """The ticket signing key: ``ARKVORY_TICKET_KEY`` (hex), else the settings file's.
 
-    The file is created on first start with 32 random bytes (written as hex, mode
-    0600), atomically, so two servers started at once on one directory agree on it.
-    Raises :class:`ConfigurationError` for a malformed variable or key file.
+    The settings file (``settings_path``, by default :func:`settings_file` of ``root``)
+    creates the key once with 32 random bytes; two servers started at once on one
+    file agree on it. The key file of earlier versions, ``root/.arkvory-ticket-key``,
+    is imported instead the first time, so clients' tickets stay valid. Raises
+    :class:`ConfigurationError` for a malformed variable or key file.
     """
     env = os.environ if environ is None else environ
     text = env.get(TICKET_KEY_VARIABLE, "").strip()
     if text:
         return _decode_key(text, TICKET_KEY_VARIABLE)
-    path = root / KEY_FILE_NAME
-    key = os.urandom(_KEY_BYTES)
-    try:
-        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
-        try:
-            stored = path.read_text(encoding="ascii").strip()
-        except (OSError, UnicodeDecodeError) as error:
-            raise ConfigurationError(
-                TICKET_KEY_VARIABLE, "ticket_key", f"cannot read the key file {path}: {error}"
-            ) from None
-        return _decode_key(stored, f"the key file {path}")
-    with os.fdopen(descriptor, "w", encoding="ascii") as file:
-        file.write(key.hex() + "\n")
-    return key
+    path = settings_path if settings_path is not None else settings_file(root, env)
+    return load_or_create_ticket_key(path, legacy_key_file=root / KEY_FILE_NAME)
 
 
 def _decode_key(text: str, source: str) -> bytes:
@@ -140,6 +141,16 @@ class _Endpoint:
         await self._app(scope, receive, send)
 
 
+def _operator_api(scheduler: DownloadScheduler, keeper: SettingsKeeper, staff: StaffMap) -> Mount:
+    """The operator API beside the files, for the demo's staff tokens."""
+
+    def authorize(request: Request) -> Identity | None:
+        return staff_for(request, staff)
+
+    api = operator_api(store=keeper.store, scheduler=scheduler, authorize=authorize, keeper=keeper)
+    return Mount(API_PREFIX, app=api)
+
+
 def build_app(
     root: Path,
     tokens: TokenMap,
@@ -152,6 +163,9 @@ def build_app(
     schema: str = DEFAULT_SCHEMA,
     writer: bool = True,
     lease_seconds: float = 10.0,
+    settings_store: SettingsStore | None = None,
+    settings_path: Path | None = None,
+    staff: StaffMap | None = None,
 ) -> Starlette:
     """The demo server for the files under ``root``.
 
@@ -164,9 +178,17 @@ def build_app(
     ``writer=False`` makes a read gateway, which never migrates or creates the key;
     it needs ``database_url``, since a gateway with a queue of its own would lose
     positions behind a load balancer (R-PG-4), so without one it raises ``ValueError``.
+    The operator settings are kept in ``settings_store``, by default the shared
+    queue's schema with ``database_url``, else the SQLite file ``settings_path``
+    (default: ``$ARKVORY_SETTINGS_FILE`` or a hidden file in ``root``), which also
+    keeps the in-memory queue's ticket key.
+    ``staff`` are the bearer tokens of the operator API mounted at ``API_PREFIX``
+    (none: it answers ``401`` to everyone, never open).
     Raises :class:`ConfigurationError` for bad settings or a bad key.
     """
     root = Path(root).resolve()
+    if settings_path is None:
+        settings_path = settings_file(root)
     if scheduler is None and not writer and database_url is None:
         raise ValueError("a read gateway (writer=False) needs database_url: the shared queue")
     if scheduler is None:
@@ -183,13 +205,33 @@ def build_app(
                 lease_seconds=lease_seconds,
             )
         else:
-            key = ticket_key if ticket_key is not None else load_ticket_key(root)
+            key = ticket_key
+            if key is None:
+                key = load_ticket_key(root, settings_path=settings_path)
             scheduler = InMemoryDownloadScheduler(settings, ticket_keys=[key])
-    return _assemble(root, tokens, bandwidth, scheduler)
+    if settings_store is None:
+        # The environment the store validates against is the one the scheduler started
+        # on: a change is accepted only if this process can run it.
+        environment = scheduler.settings
+        if isinstance(scheduler, PostgresScheduler):
+            settings_store = scheduler.settings_store()  # on its pool, no connections more
+        elif database_url is not None:
+            settings_store = PostgresSettingsStore(
+                database_url, environment=environment, schema=schema
+            )
+        else:
+            settings_store = SqliteSettingsStore(settings_path, environment=environment)
+    keeper = SettingsKeeper(settings_store, scheduler)
+    return _assemble(root, tokens, bandwidth, scheduler, keeper, staff or {})
 
 
 def _assemble(
-    root: Path, tokens: TokenMap, bandwidth: int | None, scheduler: DownloadScheduler
+    root: Path,
+    tokens: TokenMap,
+    bandwidth: int | None,
+    scheduler: DownloadScheduler,
+    keeper: SettingsKeeper,
+    staff: StaffMap,
 ) -> Starlette:
     governor = BandwidthGovernor(bandwidth) if bandwidth is not None else None
     files = FileServer(root, bandwidth=governor, tokens=tokens, prefix="")
@@ -227,6 +269,9 @@ def _assemble(
             await shared.start()
         try:
             async with anyio.create_task_group() as tasks:
+                # The stored settings apply before the first request and tick (or, with
+                # the store unreachable, the keeper retries in the background, R-SET-4).
+                await tasks.start(keeper.run)
                 tasks.start_soon(run_tick_loop, scheduler)
                 try:
                     yield
@@ -237,8 +282,9 @@ def _assemble(
                         await scheduler.close()
                     tasks.cancel_scope.cancel()
         finally:
-            if shared is not None:
-                with anyio.CancelScope(shield=True):
+            with anyio.CancelScope(shield=True):
+                await keeper.store.close()
+                if shared is not None:
                     await shared.disconnect()
 
     routes: list[BaseRoute] = [
@@ -246,7 +292,10 @@ def _assemble(
         Mount("/files", app=middleware),
         Route("/metrics", _Endpoint(metrics_app(scheduler, held=held))),
         Route("/readyz", _Endpoint(readiness_app(scheduler, held=held))),
+        _operator_api(scheduler, keeper, staff),
     ]
     app = Starlette(routes=routes, lifespan=lifespan)
     app.state.scheduler = scheduler
+    app.state.settings_store = keeper.store
+    app.state.settings_keeper = keeper
     return app

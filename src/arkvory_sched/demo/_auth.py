@@ -6,6 +6,9 @@ class (R-CLASS-2). The demo maps each ``--token`` to one principal. A request wi
 credentials is a shared link: a principal of its own, ``anonymous-link``, never the
 principal who issued the link. A token that is present but unknown is denied, so that
 a typo shows up as ``401`` instead of silently downloading as an anonymous link.
+
+The operator API has staff tokens of its own (``--operator-token``, ``--viewer-token``):
+a download token never changes settings, and a staff token downloads nothing.
 """
 
 from __future__ import annotations
@@ -14,15 +17,21 @@ import hmac
 from collections.abc import Iterable, Mapping, MutableMapping
 from typing import Any, Final
 
+from starlette.requests import Request
+
 from .._classes import PrincipalKind
+from ..api import Identity, Role
 
 __all__ = [
     "ANONYMOUS_LINK",
     "Principal",
+    "StaffMap",
     "TokenMap",
+    "parse_staff_token",
     "parse_token",
     "parse_tokens",
     "principal_for",
+    "staff_for",
 ]
 
 Principal = tuple[str, PrincipalKind]
@@ -104,4 +113,39 @@ def principal_for(scope: MutableMapping[str, Any], tokens: TokenMap) -> Principa
     for token, principal in tokens.items():
         if hmac.compare_digest(token.encode("latin-1"), encoded):
             found = principal
+    return found
+
+
+# --- the operator API's staff ---------------------------------------------------------
+
+StaffMap = Mapping[str, Identity]
+
+
+def parse_staff_token(value: str, role: Role) -> tuple[str, Identity]:
+    """Parse one ``TOKEN=NAME`` (or bare ``TOKEN``, named after the role) of the
+    operator API's staff; raises :class:`ValueError` naming the value."""
+    token, equals, name = value.partition("=")
+    token = token.strip()
+    if not token or not set(token) <= _TOKEN_CHARS:
+        raise ValueError(
+            f"invalid token {value!r}: expected TOKEN=NAME with a token of letters, digits "
+            "and -._~+/="
+        )
+    name = name.strip() if equals else f"demo-{role}"
+    if not name:
+        raise ValueError(f"invalid token {value!r}: the name after '=' is empty")
+    return token, Identity(role, name)
+
+
+def staff_for(request: Request, staff: StaffMap) -> Identity | None:
+    """Who a request to the operator API is: ``Bearer <token>`` of a staff token, else
+    nobody (``401``). Compared in constant time, like the download tokens."""
+    scheme, _, credentials = request.headers.get("authorization", "").strip().partition(" ")
+    presented = credentials.strip().encode("latin-1", "replace")
+    if scheme.lower() != "bearer" or not presented:
+        return None
+    found: Identity | None = None
+    for token, identity in staff.items():
+        if hmac.compare_digest(token.encode("latin-1"), presented):
+            found = identity
     return found

@@ -18,6 +18,7 @@ import asyncio
 import io
 import os
 import random
+import secrets
 import sys
 import zipfile
 from collections.abc import Sequence
@@ -32,9 +33,10 @@ from arkvory_sched import DownloadScheduler
 from .._exceptions import SettingsError
 from .._settings import SchedulerSettings
 from .._settings_parsing import UnparsableError, parse_rate, parse_size
+from ..api import API_PREFIX, Identity, Role
 from ..postgres import DEFAULT_SCHEMA
 from ._app import build_app
-from ._auth import Principal, parse_tokens
+from ._auth import Principal, parse_staff_token, parse_tokens
 
 __all__ = ["ExampleFile", "build_parser", "create_example", "example_files", "main"]
 
@@ -50,6 +52,12 @@ _DEFAULT_LARGE_FILES: Final = 2
 _FIRST_LARGE_SIZE: Final = 48 * MIB
 _LARGE_SIZE_STEP: Final = 16 * MIB
 _MAX_LARGE_FILES: Final = 1000
+OPERATOR_TOKEN_VARIABLE: Final = "ARKVORY_DEMO_OPERATOR_TOKEN"
+VIEWER_TOKEN_VARIABLE: Final = "ARKVORY_DEMO_VIEWER_TOKEN"
+_STAFF_VARIABLES: Final[dict[Role, str]] = {
+    "operator": OPERATOR_TOKEN_VARIABLE,
+    "viewer": VIEWER_TOKEN_VARIABLE,
+}
 
 
 class ExampleFile:
@@ -253,6 +261,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="accept 'Authorization: Bearer TOKEN' as PRINCIPAL of KIND person, service or "
         "link (repeatable); requests without a token are the anonymous link",
     )
+    for role, variable in _STAFF_VARIABLES.items():
+        serve.add_argument(
+            f"--{role}-token",
+            action="append",
+            metavar="TOKEN=NAME",
+            help=f"accept 'Authorization: Bearer TOKEN' on the operator API ({API_PREFIX}) "
+            f"as {role} NAME (repeatable; default: ${variable}, else a random token printed "
+            "at start)",
+        )
 
     serve.add_argument(
         "--dsn",
@@ -374,6 +391,10 @@ def _serve(args: argparse.Namespace) -> int:
     except ValueError as error:
         return _fail(f"--token: {error}")
     try:
+        staff = _staff(args.operator_token, "operator") | _staff(args.viewer_token, "viewer")
+    except ValueError as error:
+        return _fail(f"--operator-token/--viewer-token: {error}")
+    try:
         settings = SchedulerSettings.from_env()
         app = build_app(
             directory,
@@ -384,10 +405,12 @@ def _serve(args: argparse.Namespace) -> int:
             schema=args.schema,
             writer=not args.gateway,
             lease_seconds=args.lease_seconds,
+            staff=staff,
         )
     except SettingsError as error:  # ConfigurationError names the variable
         return _fail(str(error))
 
+    _print_staff(staff, f"http://{args.host}:{args.port}{API_PREFIX}")
     config = uvicorn.Config(app, host=args.host, port=args.port, lifespan="on", log_level="info")
     server = DrainingServer(config, app.state.scheduler)
     try:
@@ -398,3 +421,20 @@ def _serve(args: argparse.Namespace) -> int:
     except SystemExit as exit_:  # uvicorn exits when it cannot bind or start up
         return EXIT_START_FAILED if exit_.code else EXIT_OK
     return EXIT_OK if server.started else EXIT_START_FAILED
+
+
+def _staff(values: Sequence[str] | None, role: Role) -> dict[str, Identity]:
+    """The staff tokens of one role: the options, else the variable, else a random one,
+    so the operator API of a demo is usable at once and still never open."""
+    if not values:
+        from_env = os.environ.get(_STAFF_VARIABLES[role], "").strip()
+        values = [from_env] if from_env else []
+    if not values:
+        values = [f"{secrets.token_urlsafe(18)}=demo-{role}"]
+    return dict(parse_staff_token(value, role) for value in values)
+
+
+def _print_staff(staff: dict[str, Identity], url: str) -> None:
+    print(f"operator API: {url}/settings and {url}/state", flush=True)
+    for token, identity in staff.items():
+        print(f"  {identity.role} token for {identity.name}: {token}", flush=True)

@@ -26,11 +26,13 @@ from .._model import (
     TickReport,
 )
 from .._port import DownloadScheduler, FastPath
+from .._queue_state import QueueState
 from .._request_admission import PendingRequest, RequestTimer, wait_with_timeout
 from .._settings import SchedulerSettings
 from .._tickets import TicketSigner
 from .._ticking import next_tick_delay
 from ._core import SchedulerCore
+from ._queue_state import queue_state_of
 
 __all__ = ["InMemoryDownloadScheduler"]
 
@@ -176,6 +178,9 @@ class InMemoryDownloadScheduler(DownloadScheduler, FastPath[GrantState]):
 
     async def stats(self) -> SchedulerStats:
         return self._core.stats()
+
+    async def queue_state(self) -> QueueState:
+        return queue_state_of(self._core)
 
     async def close(self) -> None:
         self._core.close()  # refuses and wakes the per-request waiters

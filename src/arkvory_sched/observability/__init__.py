@@ -9,6 +9,7 @@ estimate errors, the endpoints serve them, and neither store depends on the othe
 - :mod:`._readiness`: :func:`readiness_app`, the readiness document.
 - :mod:`._histogram`: a fixed-bucket cumulative histogram the stores keep.
 - :mod:`._accuracy`: scoring announced start estimates against actual starts.
+- :mod:`._quantiles`: p50/p95 read off such a histogram, for the operator API.
 """
 
 from __future__ import annotations
@@ -16,11 +17,13 @@ from __future__ import annotations
 from ._accuracy import EstimateScorer
 from ._histogram import Histogram
 from ._metrics import metrics_app
+from ._quantiles import histogram_quantile
 from ._readiness import readiness_app
 
 __all__ = [
     "EstimateScorer",
     "Histogram",
+    "histogram_quantile",
     "metrics_app",
     "readiness_app",
 ]

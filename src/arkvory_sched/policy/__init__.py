@@ -13,6 +13,7 @@ result (ADR 0016). A rule changed here changes for both stores at once.
 - :mod:`._windows`: operator windows of a class in wall time of a zone (R-WIN-2).
 - :mod:`._gate`: which classes may take a slot now by their windows, and estimates
   moved into the windows (R-WIN-2, R-EST-2).
+- :mod:`._forecast`: when the queue empties and why a class is not draining (R-VIS-2).
 """
 
 from __future__ import annotations
@@ -53,6 +54,15 @@ from ._estimates import (
     jitter,
     no_show_at,
     request_retry_after,
+)
+from ._forecast import (
+    FORECAST_HORIZON_SECONDS,
+    ClassWork,
+    Forecast,
+    Stall,
+    StallReason,
+    forecast_empty,
+    stall_reason,
 )
 from ._gate import (
     ClassGate,
@@ -107,6 +117,7 @@ __all__ = [
     "ESTIMATE_SPREAD",
     "FALLBACK_RATE",
     "FINISHING_SOON_SECONDS",
+    "FORECAST_HORIZON_SECONDS",
     "HEAD_MIN_CHECK_SECONDS",
     "JITTER_HIGH",
     "JITTER_LOW",
@@ -127,7 +138,11 @@ __all__ = [
     "WEEKDAYS",
     "ClassGate",
     "ClassWindow",
+    "ClassWork",
+    "Forecast",
     "MarkBudget",
+    "Stall",
+    "StallReason",
     "WindowEstimate",
     "YieldCandidate",
     "YieldHead",
@@ -147,6 +162,7 @@ __all__ = [
     "estimate_start",
     "finish_table",
     "finishing_soon",
+    "forecast_empty",
     "is_open",
     "jitter",
     "marking_budget",
@@ -164,6 +180,7 @@ __all__ = [
     "sets_start",
     "slot_free_for",
     "smallest_first_key",
+    "stall_reason",
     "stride_ahead",
     "strides_of",
     "take_room",

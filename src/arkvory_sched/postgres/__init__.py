@@ -15,7 +15,7 @@ from ._migrate import (
 )
 from ._options import PostgresOptions
 from ._scheduler import PostgresScheduler
-from ._settings_store import RevisionMismatchError, SettingsStore, StoredSettings, apply_stored
+from ._settings_store import PostgresSettingsStore
 from ._ticket_key import ensure_ticket_key, read_ticket_key
 
 __all__ = [
@@ -23,11 +23,8 @@ __all__ = [
     "MigrationError",
     "PostgresOptions",
     "PostgresScheduler",
-    "RevisionMismatchError",
-    "SettingsStore",
-    "StoredSettings",
+    "PostgresSettingsStore",
     "apply_migrations",
-    "apply_stored",
     "ensure_ticket_key",
     "pending_migrations",
     "read_ticket_key",

@@ -133,8 +133,8 @@ def _lock_key(schema: str) -> int:
 
 _SCHEMA_COMMENT: Final = (
     "arkvory-sched: the shared download queue (sessions, slot leases, fleet heartbeats), "
-    "the operator settings record and the queue-ticket signing key. Transient state that "
-    "rebuilds itself within minutes: exclude this schema from backups "
+    "the operator settings record with its audit trail and the queue-ticket signing key. "
+    "Transient state that rebuilds itself within minutes: exclude this schema from backups "
     "(pg_dump --exclude-schema={schema}). After a restore without it, queued clients "
     "queue anew, a new ticket key is made and the settings return to the environment."
 )

@@ -28,11 +28,13 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from .._port import DownloadScheduler
+from .._queue_state import QueueState
 from . import _sql as sql
 from ._leases import Lease
 from ._options import PostgresOptions
 from ._scheduler_admission import SchedulerAdmission
 from ._scheduler_fleet import SchedulerFleet
+from ._scheduler_queue_state import read_queue_state
 from ._scheduler_state import DATABASE_ERRORS
 from ._scheduler_stats import SchedulerStatsPart
 
@@ -117,6 +119,9 @@ class PostgresScheduler(SchedulerAdmission, SchedulerFleet, SchedulerStatsPart, 
             await self._kept.return_all()
         if self._owns_pool and self._pool is not None:
             await self._pool.close()
+
+    async def queue_state(self) -> QueueState:
+        return await read_queue_state(self)
 
     def debug_leases(self) -> list[Lease]:
         """Leases this process knows (tests)."""

@@ -1,7 +1,9 @@
-"""Joining and staying in the fleet: start, the tick, leases, settings and the key.
+"""Joining and staying in the fleet: start, the tick, leases, configuration and the key.
 
-Every process ticks (heartbeat, lease renewal, late delivery records, settings and
-key refresh); the one that holds the leader lease also runs the queue work.
+Every process ticks (heartbeat, lease renewal, late delivery records, key refresh);
+the one that holds the leader lease also runs the queue work. The stored settings
+record is not read here: a :class:`~arkvory_sched.SettingsKeeper` applies it through
+:meth:`configure`, the one mechanism for every scheduler (ADR 0022).
 """
 
 from __future__ import annotations
@@ -22,11 +24,10 @@ from ._scheduler_delivery import SchedulerDelivery
 from ._scheduler_state import (
     DATABASE_ERRORS,
     HEARTBEAT_SECONDS,
-    SETTINGS_REFRESH_SECONDS,
     TICKET_KEY_RETRY_SECONDS,
     log,
 )
-from ._settings_store import SettingsStore, apply_stored
+from ._settings_store import PostgresSettingsStore
 from ._ticket_key import ensure_ticket_key, read_ticket_key
 
 __all__ = ["SchedulerFleet"]
@@ -40,11 +41,12 @@ class SchedulerFleet(SchedulerDelivery):
     """Start-up, the tick, fleet duties and configuration of :class:`PostgresScheduler`."""
 
     async def start(self) -> None:
-        """Connect, migrate (writers), read key and settings, join the fleet.
+        """Connect, migrate (writers), read the key, join the fleet.
 
         A database that is down at start does not stop the process (R-SET-4): the
         pool connects lazily, admissions answer ``503`` until the database is back,
-        and migrations, key and settings are retried on later ticks.
+        and migrations and key are retried on later ticks. The stored settings come
+        from the process's keeper, which applies them before the first request.
         """
         if self._pool is None:
             assert self._dsn is not None, "PostgresScheduler needs a pool or a DSN"
@@ -60,7 +62,6 @@ class SchedulerFleet(SchedulerDelivery):
             await apply_migrations(self._dsn, schema=self._schema)
             self._migrated = True
         await self.refresh_ticket_key()
-        await self.refresh_settings()
         async with self._acquire() as conn:
             await conn.execute(sql.ENSURE_SLOTS, self._settings.sessions)
             await conn.execute(sql.ANALYZE_SLOTS)
@@ -86,7 +87,7 @@ class SchedulerFleet(SchedulerDelivery):
         try:
             if not self._prepared:
                 await self._prepare()
-            await self._reread_due()
+            await self._reread_key_due()
             async with self._acquire() as conn:
                 await self._fleet_duties(conn)
                 await self._record_late_deliveries(conn)
@@ -141,18 +142,14 @@ class SchedulerFleet(SchedulerDelivery):
         if lease is not None:
             lease.yield_requested = True
 
-    async def _reread_due(self) -> None:
-        """Every process: refresh settings and key when due.
+    async def _reread_key_due(self) -> None:
+        """Every process: look for the ticket key again when it has none and it is due.
 
-        Before the tick takes its connection: each takes one of its own (the settings
-        store and the key read through the pool, ``configure`` writes), and with a pool
-        of two — one kept aside for admissions — a read waiting for a second connection
-        while the tick held one would wait for ever.
+        Before the tick takes its connection: the key is read through the pool, and
+        with a pool of two — one kept aside for admissions — a read waiting for a second
+        connection while the tick held one would wait for ever.
         """
-        real = time.monotonic()  # the process's own schedule of re-reads, not a decision
-        if real >= self._next_settings_read:
-            await self.refresh_settings()
-        if self._signer is None and real >= self._next_key_read:
+        if self._signer is None and time.monotonic() >= self._next_key_read:
             await self.refresh_ticket_key()
 
     async def _fleet_duties(self, conn: asyncpg.Connection) -> None:
@@ -213,33 +210,14 @@ class SchedulerFleet(SchedulerDelivery):
             shares.append((lease, unused))
         await self._give_back_ranges(conn, shares)
 
-    # ------------------------------------------------------------------ settings
-    async def refresh_settings(self) -> bool:
-        """R-SET-3: read the stored record; apply it only if its revision is newer.
-
-        Runs at start and every 10 s from ``tick``; an API that just saved a change
-        calls it to apply at once. Returns whether new settings were applied.
-        """
-        self._next_settings_read = time.monotonic() + SETTINGS_REFRESH_SECONDS
-        if self._store is None:
-            self._store = SettingsStore(
-                self._require_pool(), environment=self._environment, schema=self._schema
-            )
-        stored = await self._store.read()
-        if stored.revision <= self._applied_revision:
-            return False
-        settings, problems = apply_stored(self._environment, stored.fields)
-        self.settings_problems = problems
-        for problem in problems:
-            log.warning("stored settings: %s", problem)
-        self._applied_revision = stored.revision
-        await self.configure(settings)
-        return True
-
-    @property
-    def settings_revision(self) -> int:
-        """The revision of the stored settings in force (0: the environment's)."""
-        return self._applied_revision
+    # ------------------------------------------------------------------ settings and key
+    def settings_store(self) -> PostgresSettingsStore:
+        """The settings store of this scheduler's schema, on its pool, validating
+        against the environment it started with: the store a process's keeper reads
+        (ADR 0022) without connections of its own. Usable once :meth:`start` ran."""
+        return PostgresSettingsStore(
+            self._require_pool, environment=self._environment, schema=self._schema
+        )
 
     async def refresh_ticket_key(self) -> None:
         """Read (writers: create) the ticket key (R-TICKET-4).

@@ -41,7 +41,6 @@ from ._leases import Lease, LeaseCache
 from ._migrate import validate_schema
 from ._options import PostgresOptions
 from ._pool import KeptConnections
-from ._settings_store import SettingsStore
 
 __all__ = ["DATABASE_ERRORS", "SchedulerState"]
 
@@ -59,7 +58,6 @@ DATABASE_ERRORS: tuple[type[BaseException], ...] = (
 
 _WAITING, _ACTIVE, _PAUSED = 0, 1, 2
 HEARTBEAT_SECONDS = 1.0
-SETTINGS_REFRESH_SECONDS = 10.0  # R-SET-3
 TICKET_KEY_RETRY_SECONDS = 30.0  # R-TICKET-4
 STORAGE_RETRY_AFTER = 2
 NEWCOMER_COUNT_CAP = 1024  # a newcomer's waiters-ahead count stops here
@@ -117,9 +115,6 @@ class SchedulerState:
         self._lease_seconds = lease_seconds
         self._leader_seconds = leader_seconds
         self._owns_pool = owns_pool
-        self._store: SettingsStore | None = None
-        self._applied_revision = 0
-        self.settings_problems: list[str] = []
         # A cached lease is trusted for a while without asking the database. Its real
         # bound is the lease in the database (its clock, real time): with the database
         # as queue clock the trust runs on this process's monotonic clock. A clock passed
@@ -153,7 +148,6 @@ class SchedulerState:
         self._last_stats: SchedulerStats | None = None
         # Fleet bookkeeping, on this process's monotonic clock (never queue decisions).
         self._next_heartbeat = 0.0
-        self._next_settings_read = 0.0
         self._next_key_read = 0.0
         self._leader = QueueLeader(
             self._node,

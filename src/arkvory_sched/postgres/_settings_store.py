@@ -1,225 +1,221 @@
-"""The operator settings record in PostgreSQL: one row, a revision, only changed fields.
+"""The operator settings record in PostgreSQL: one row, a revision, an audit trail.
 
-The record holds the camelCase fields an operator changed (R-SET-1); the environment
-supplies everything else, and ``{}`` means "the environment". Every process reads the
-same row, so a change made through any gateway reaches the whole fleet.
+The store of a fleet: every process reads the same row, so a change made through any
+gateway reaches the whole fleet (each process's :class:`SettingsKeeper` applies it).
+The contract is the port's (:class:`SettingsStore`, ADR 0022); what is particular here:
 
-Writes are a compare-and-set in one ``UPDATE … WHERE revision = $expected`` statement
-(R-SET-5): PostgreSQL re-checks the condition on the newest row version after waiting
-for a concurrent writer's row lock, so of two writers that read the same revision
-exactly one succeeds and the other learns the current revision. No update is lost and
-no transaction or explicit lock is needed, which also lets the store run on a pool.
-
-Writes are validated against the settings they would produce before anything is saved
-(R-SET-2). Reads are forgiving instead (R-SET-4, R-SET-6): a record saved by a newer
-version, or one that stopped fitting after the environment changed, must never stop a
-process from starting, so :func:`apply_stored` falls back to the environment and
-explains why rather than raising.
+* The compare-and-set is one ``UPDATE … WHERE revision = $expected`` statement
+  (R-SET-5): PostgreSQL re-checks the condition on the newest row version after
+  waiting for a concurrent writer's row lock, so of two writers that read the same
+  revision exactly one succeeds. No update is lost and no transaction or explicit lock
+  is needed, which also lets the store run on a pool.
+* The applied change's audit row is written by a trigger (migration 0010) inside that
+  statement, so a change without its audit row cannot exist. A refused attempt is one
+  ``INSERT … SELECT`` that also reads the revision it met and who made it.
+* asyncpg's errors become :class:`SettingsUnavailableError` here, the store's one
+  boundary to the driver.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from types import MappingProxyType
-from typing import Any, Final
+from typing import Any, NoReturn
+
+import anyio
+import asyncpg
 
 from .._exceptions import ArkvoryError, SettingsError
-from .._settings import OPERATOR_FIELDS, SchedulerSettings
+from .._settings import SchedulerSettings
+from .._settings_store import (
+    AuditEntry,
+    AuditOutcome,
+    RevisionMismatchError,
+    SettingsStore,
+    SettingsUnavailableError,
+    StoredSettings,
+    attempted_json,
+    audit_entry,
+    check_page,
+    decode_record,
+    validate_fields,
+)
 from . import _sql as sql
 from ._db import Queryable
 from ._migrate import DEFAULT_SCHEMA, quote_schema
+from ._scheduler_state import DATABASE_ERRORS
 
-__all__ = [
-    "RevisionMismatchError",
-    "SettingsStore",
-    "StoredSettings",
-    "apply_stored",
-    "validate_fields",
-]
+__all__ = ["PostgresSettingsStore"]
 
-_CAMEL_OF: Final[Mapping[str, str]] = MappingProxyType(
-    {attribute: name for name, attribute in OPERATOR_FIELDS.items()}
-)
+# A store given a DSN opens a pool of its own, small: an operator's change is rare, and
+# the keeper reads once every 10 s.
+_OWN_POOL_SIZE = 2
+_COMMAND_TIMEOUT_SECONDS = 5.0
 
 
-@dataclass(frozen=True)
-class StoredSettings:
-    """The record as saved: ``fields`` holds only what an operator changed, camelCase.
+class PostgresSettingsStore(SettingsStore):
+    """The settings record and its audit trail in the tables of one schema.
 
-    ``updated_by`` and ``updated_at`` are ``None`` until the first change.
-    """
-
-    revision: int
-    fields: Mapping[str, object]
-    updated_by: str | None
-    updated_at: datetime | None
-
-
-class RevisionMismatchError(ArkvoryError):
-    """The record changed since the caller read it; the API answers ``409``.
-
-    ``current`` lets the caller show the operator what happened (or read again and
-    retry) without another round trip to find out.
-    """
-
-    def __init__(self, expected: int, current: int) -> None:
-        super().__init__(
-            f"the settings are at revision {current}, not the expected revision {expected}; "
-            "read them again and reapply the change"
-        )
-        self.expected = expected
-        self.current = current
-
-
-class SettingsStore:
-    """Reads and compare-and-sets the settings record of one schema.
-
-    ``environment`` is the settings this process built from its environment: a change
-    is accepted only if it produces working settings on top of them, so that the
-    process that accepted a change can also run it.
+    ``database`` is a pool or connection (the caller closes it); a function that
+    returns one when the store is used (a scheduler's pool, which exists only once it
+    started: :meth:`PostgresScheduler.settings_store`); or a DSN, for which the store
+    opens a small pool of its own on first use and closes it in :meth:`close`.
+    Opening lazily means a database that is down when the process starts does not
+    stop it (R-SET-4). The schema must be migrated (``arkvory-sched migrate``, or a
+    writer's start).
     """
 
     def __init__(
         self,
-        database: Queryable,
+        database: Queryable | str | Callable[[], Queryable],
         *,
         environment: SchedulerSettings,
         schema: str = DEFAULT_SCHEMA,
     ) -> None:
-        self._database = database
+        self._dsn = database if isinstance(database, str) else None
+        self._provider = database if callable(database) else None
+        self._database: Queryable | None = None
+        if not isinstance(database, str) and not callable(database):
+            self._database = database
+        self._own_pool: asyncpg.Pool | None = None
+        self._opening = anyio.Lock()
         self._environment = environment
         quoted = quote_schema(schema)
         self._table = f"{quoted}.download_settings"
         self._read = sql.READ_SETTINGS.fill(schema=quoted)
         self._save = sql.SAVE_SETTINGS.fill(schema=quoted)
-        self._revision = sql.SETTINGS_REVISION.fill(schema=quoted)
+        self._refuse = sql.AUDIT_REFUSAL.fill(schema=quoted)
+        self._history = sql.SETTINGS_HISTORY.fill(schema=quoted)
 
     @property
     def environment(self) -> SchedulerSettings:
-        """The base that changes are validated against."""
         return self._environment
 
     async def read(self) -> StoredSettings:
-        """The record as saved now."""
-        row = await self._database.fetchrow(self._read)
+        try:
+            row = await (await self._db()).fetchrow(self._read)
+        except DATABASE_ERRORS as error:
+            _unavailable(error)
         if row is None:
-            raise ArkvoryError(
-                f"{self._table} has no settings row; run `arkvory-sched migrate` on this schema"
-            )
+            self._no_row()
         return _stored(row)
 
     async def compare_and_set(
         self, fields: Mapping[str, object], *, expected_revision: int, updated_by: str
     ) -> StoredSettings:
-        """Replace the record with ``fields`` if it is still at ``expected_revision``.
-
-        ``fields`` is the whole new record, not a patch: the caller sends what the
-        operator wants changed from the environment, and ``{}`` returns to it.
-        Raises :class:`SettingsError` (naming the camelCase field) when the fields
-        would not work, and :class:`RevisionMismatchError` when another change came
-        first; in both cases nothing is saved.
-        """
-        checked = validate_fields(self._environment, fields)
-        row = await self._database.fetchrow(
-            self._save,
-            json.dumps(checked),
-            updated_by,
-            expected_revision,
-        )
-        if row is None:
-            current = await self._database.fetchval(self._revision)
-            if current is None:
-                raise ArkvoryError(
-                    f"{self._table} has no settings row; run `arkvory-sched migrate` on this schema"
-                )
-            raise RevisionMismatchError(expected_revision, int(current))
-        return _stored(row)
-
-
-def validate_fields(
-    environment: SchedulerSettings, fields: Mapping[str, object]
-) -> dict[str, object]:
-    """``fields`` as they will be saved, or :class:`SettingsError` naming the bad field.
-
-    Unknown names are refused here, unlike on reading: an operator who misspells a
-    field must hear about it rather than have it silently kept and ignored.
-    """
-    changes: dict[str, object] = {}
-    for name, value in fields.items():
-        attribute = OPERATOR_FIELDS.get(name)
-        if attribute is None:
-            raise SettingsError(
-                name, "unknown setting; known settings are " + ", ".join(OPERATOR_FIELDS)
-            )
-        changes[attribute] = value
-    try:
-        environment.with_changes(**changes)
-    except SettingsError as error:
-        raise _camel_error(error) from None
-    checked: dict[str, object] = {}
-    for name, value in fields.items():
         try:
-            json.dumps(value)
-        except (TypeError, ValueError):
-            raise SettingsError(name, f"cannot be saved: {value!r} is not JSON") from None
-        checked[name] = list(value) if isinstance(value, tuple) else value
-    return checked
-
-
-def apply_stored(
-    environment: SchedulerSettings, fields: Mapping[str, object]
-) -> tuple[SchedulerSettings, list[str]]:
-    """The settings to run on, and the problems found in the stored ``fields``.
-
-    Never raises for the record's content: unknown fields (saved by a newer version
-    before a rollback) are skipped with a note, and a record that does not produce
-    working settings on this server is ignored as a whole, because running on half of
-    an operator's change could combine values they never chose together.
-    """
-    problems: list[str] = []
-    changes: dict[str, object] = {}
-    for name, value in fields.items():
-        attribute = OPERATOR_FIELDS.get(name)
-        if attribute is None:
-            problems.append(
-                f"The stored setting {name!r} is not known to this version and is skipped "
-                "(it may have been saved by a newer version)."
+            checked = validate_fields(self._environment, fields)
+        except SettingsError as error:
+            await self._audit_refusal(
+                AuditOutcome.INVALID, fields, expected_revision, updated_by, str(error)
             )
-            continue
-        changes[attribute] = value
-    if not changes:
-        return environment, problems
-    try:
-        return environment.with_changes(**changes), problems
-    except SettingsError as error:
-        camel = _CAMEL_OF.get(error.field, error.field)
-        problems.append(
-            f"The stored setting {camel!r} does not fit this server ({error.message}), so the "
-            "stored settings are not applied and the queue runs on the environment settings; "
-            "save the settings again to fix this."
+            raise
+        try:
+            row = await (await self._db()).fetchrow(
+                self._save, json.dumps(checked), updated_by, expected_revision
+            )
+        except DATABASE_ERRORS as error:
+            _unavailable(error)
+        if row is not None:
+            return _stored(row)
+        current, by = await self._audit_refusal(
+            AuditOutcome.REVISION_MISMATCH, fields, expected_revision, updated_by, None
         )
-        return environment, problems
+        raise RevisionMismatchError(expected_revision, current, by)
+
+    async def history(self, *, limit: int = 50, before: int | None = None) -> list[AuditEntry]:
+        check_page(limit, before)
+        try:
+            rows = await (await self._db()).fetch(self._history, limit, before)
+        except DATABASE_ERRORS as error:
+            _unavailable(error)
+        return [
+            audit_entry(
+                id=int(row["id"]),
+                at=row["at"],
+                actor=str(row["actor"]),
+                outcome=str(row["outcome"]),
+                expected_revision=int(row["expected_revision"]),
+                revision=int(row["revision"]),
+                revision_by=row["revision_by"],
+                before=row["before"],
+                attempted=row["attempted"],
+                detail=row["detail"],
+            )
+            for row in rows
+        ]
+
+    async def close(self) -> None:
+        """Close the pool this store opened for a DSN; a pool passed in stays open."""
+        pool, self._own_pool = self._own_pool, None
+        if pool is not None:
+            self._database = None
+            await pool.close()
+
+    async def _audit_refusal(
+        self,
+        outcome: AuditOutcome,
+        fields: Mapping[str, object],
+        expected_revision: int,
+        updated_by: str,
+        detail: str | None,
+    ) -> tuple[int, str | None]:
+        """Audit a refused attempt; the revision the record is at, and who made it."""
+        try:
+            row = await (await self._db()).fetchrow(
+                self._refuse,
+                updated_by,
+                outcome.value,
+                expected_revision,
+                attempted_json(fields),
+                detail,
+            )
+        except DATABASE_ERRORS as error:
+            _unavailable(error)
+        if row is None:
+            self._no_row()
+        by = row["revision_by"]
+        return int(row["revision"]), None if by is None else str(by)
+
+    async def _db(self) -> Any:
+        """The pool or connection to query (asyncpg's, untyped), opening our own once."""
+        if self._provider is not None:
+            return self._provider()
+        if self._database is not None:
+            return self._database
+        async with self._opening:
+            if self._database is None:
+                assert self._dsn is not None
+                self._own_pool = await asyncpg.create_pool(
+                    self._dsn,
+                    min_size=0,
+                    max_size=_OWN_POOL_SIZE,
+                    command_timeout=_COMMAND_TIMEOUT_SECONDS,
+                )
+                self._database = self._own_pool
+            return self._database
+
+    def _no_row(self) -> NoReturn:
+        """An unmigrated schema: a defect of the installation, not of the database."""
+        raise ArkvoryError(
+            f"{self._table} has no settings row; run `arkvory-sched migrate` on this schema"
+        )
 
 
-def _camel_error(error: SettingsError) -> SettingsError:
-    camel = _CAMEL_OF.get(error.field)
-    if camel is None or camel == error.field:
-        return error
-    return SettingsError(camel, error.message)
+def _unavailable(error: BaseException) -> NoReturn:
+    """The one place asyncpg's errors become the port's (module docstring)."""
+    text = " ".join(str(error).split()) or type(error).__name__
+    raise SettingsUnavailableError(f"the settings database cannot be reached: {text}") from error
 
 
 def _stored(row: Any) -> StoredSettings:
-    decoded = json.loads(row["fields"])
-    if not isinstance(decoded, dict):  # the table's CHECK makes this unreachable
-        decoded = {}
     updated_at = row["updated_at"]
     updated_by = row["updated_by"]
     return StoredSettings(
         revision=int(row["revision"]),
-        fields=MappingProxyType(decoded),
+        fields=MappingProxyType(decode_record(row["fields"])),
         updated_by=None if updated_by is None else str(updated_by),
         updated_at=updated_at if isinstance(updated_at, datetime) else None,
     )

@@ -96,7 +96,8 @@ REKEY_ROUND_TAGS: Final = statement("rekey_round_tags")
 
 READ_SETTINGS: Final = template("read_settings", "schema")
 SAVE_SETTINGS: Final = template("save_settings", "schema")
-SETTINGS_REVISION: Final = template("settings_revision", "schema")
+AUDIT_REFUSAL: Final = template("audit_refusal", "schema")
+SETTINGS_HISTORY: Final = template("settings_history", "schema")
 CREATE_TICKET_KEY: Final = template("create_ticket_key", "schema")
 READ_TICKET_KEY: Final = template("read_ticket_key", "schema")
 
@@ -117,3 +118,8 @@ RECORD_MIGRATION: Final = template("record_migration", "schema")
 
 LEARN_ARRAY_CODECS: Final = statement("learn_array_codecs")
 ROLLBACK: Final = statement("rollback")
+
+# ----------------------------------------------------------------------------- queue_state.sql
+
+QUEUE_STATE_ACTIVE: Final = statement("queue_state_active")
+QUEUE_STATE_HEADS: Final = statement("queue_state_heads")

@@ -1,0 +1,82 @@
+"""The demo's staff tokens for the operator API: parsed, checked, never open."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+import pytest
+from starlette.requests import Request
+
+from arkvory_sched import SchedulerSettings
+from arkvory_sched.api import API_PREFIX, Identity
+from arkvory_sched.demo import build_app
+from arkvory_sched.demo._auth import parse_staff_token, staff_for
+from arkvory_sched.demo._cli import OPERATOR_TOKEN_VARIABLE, _print_staff, _staff
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def request(authorization: str | None) -> Request:
+    headers = [] if authorization is None else [(b"authorization", authorization.encode())]
+    return Request({"type": "http", "method": "GET", "path": "/", "headers": headers})
+
+
+def test_a_staff_token_is_token_equals_name() -> None:
+    assert parse_staff_token("s3cret=olga", "operator") == ("s3cret", Identity("operator", "olga"))
+    assert parse_staff_token("v1", "viewer") == ("v1", Identity("viewer", "demo-viewer"))
+    for bad in ("=olga", "tok en=olga", "tok="):
+        with pytest.raises(ValueError, match="invalid token"):
+            parse_staff_token(bad, "operator")
+
+
+def test_only_a_bearer_staff_token_is_someone() -> None:
+    staff = {"op": Identity("operator", "olga"), "view": Identity("viewer", "victor")}
+    assert staff_for(request("Bearer op"), staff) == Identity("operator", "olga")
+    assert staff_for(request("bearer view"), staff) == Identity("viewer", "victor")
+    for refused in (None, "Bearer", "Bearer nope", "Basic op", "op"):
+        assert staff_for(request(refused), staff) is None, refused
+
+
+def test_without_tokens_the_demo_makes_one_per_role_and_prints_it(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv(OPERATOR_TOKEN_VARIABLE, raising=False)
+    made = _staff(None, "operator")
+    ((token, identity),) = made.items()
+    assert identity == Identity("operator", "demo-operator")
+    assert len(token) >= 20
+    assert _staff(None, "operator") != made, "random, not a fixed well-known token"
+    _print_staff(made, "http://127.0.0.1:8000/api")
+    assert f"operator token for demo-operator: {token}" in capsys.readouterr().out
+
+
+def test_the_variable_gives_the_token_and_options_win_over_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv(OPERATOR_TOKEN_VARIABLE, "from-env=erin")
+    assert _staff(None, "operator") == {"from-env": Identity("operator", "erin")}
+    assert _staff(["opt=otto"], "operator") == {"opt": Identity("operator", "otto")}
+
+
+async def test_the_demo_mounts_the_api_for_its_staff_only(tmp_path: Path) -> None:
+    staff = {"op": Identity("operator", "olga")}
+    app = build_app(tmp_path, {}, scheduler_settings=SchedulerSettings(), staff=staff)
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://demo") as client:
+        url = f"{API_PREFIX}/settings"
+        assert (await client.get(url)).status_code == 401
+        assert (await client.get(url, headers={"authorization": "Bearer x"})).status_code == 401
+        answer = await client.get(url, headers={"authorization": "Bearer op"})
+        assert answer.status_code == 200, answer.text
+        assert answer.json()["revision"] == 0
+    unstaffed = build_app(tmp_path, {}, scheduler_settings=SchedulerSettings())
+    transport = httpx.ASGITransport(app=unstaffed)
+    async with httpx.AsyncClient(transport=transport, base_url="http://demo") as client:
+        answer = await client.get(f"{API_PREFIX}/state", headers={"authorization": "Bearer op"})
+        assert answer.status_code == 401
