@@ -25,7 +25,8 @@ run: install
 	$(BIN)/arkvory-demo example $(EXAMPLE_DIR)
 	$(BIN)/arkvory-demo serve $(EXAMPLE_DIR) --host $(HOST) --port $(PORT) \
 		--bandwidth $(BANDWIDTH) --token demo-token=ci-agent:service \
-		--token person-token=alice:person
+		--token person-token=alice:person \
+		--operator-token operator-token=olga --viewer-token viewer-token=victor
 
 # The deterministic mass-update simulation, printing one table per scenario.
 simulate: install

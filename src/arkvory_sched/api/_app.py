@@ -337,12 +337,12 @@ def _query_int(
 
 def _invalid(errors: Sequence[SettingsError]) -> Response:
     params = [{"name": json_pointer(error.field), "reason": error.message} for error in errors]
-    names = ", ".join(str(param["name"]) for param in params)
+    reasons = "; ".join(f"{param['name']}: {param['reason']}" for param in params)
     return problem(
         400,
         "invalid_settings",
         "Invalid settings",
-        f"Nothing was saved: {names} cannot work. " + errors[0].message,
+        f"Nothing was saved. {reasons}",
         invalidParams=params,
     )
 
