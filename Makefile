@@ -37,7 +37,14 @@ lint: install
 	$(BIN)/ruff format --check src tests benchmarks
 	$(BIN)/mypy src tests
 
-test: lint
+# The page tests drive Debian's Chromium, never a browser a test tool downloads itself.
+CHROMIUM := /usr/bin/chromium
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+$(CHROMIUM):
+	$(SUDO) apt-get install -y --no-install-recommends chromium || \
+		($(SUDO) apt-get update && $(SUDO) apt-get install -y --no-install-recommends chromium)
+
+test: lint $(CHROMIUM)
 	$(BIN)/pytest
 
 bench: install
