@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Browser, BrowserContext, Page, sync_playwright
+from playwright.sync_api import Browser, BrowserContext, Page, ViewportSize, sync_playwright
 
 CHROMIUM = Path(os.environ.get("ARKVORY_TEST_CHROMIUM", "/usr/bin/chromium"))
 CHROMIUM_FLAGS = (
@@ -29,8 +29,8 @@ CHROMIUM_FLAGS = (
     "--disable-sync",
     "--no-first-run",
 )
-DESKTOP = {"width": 1280, "height": 900}
-PHONE = {"width": 390, "height": 844}
+DESKTOP: ViewportSize = {"width": 1280, "height": 900}
+PHONE: ViewportSize = {"width": 390, "height": 844}
 
 
 @pytest.fixture(scope="session")
