@@ -48,9 +48,10 @@ from ..memory import InMemoryDownloadScheduler
 from ..observability import metrics_app, readiness_app
 from ..postgres import DEFAULT_SCHEMA, PostgresScheduler, PostgresSettingsStore
 from ..sqlite import SqliteSettingsStore, load_or_create_ticket_key, settings_file
-from ._auth import StaffMap, TokenMap, staff_for
+from ._auth import StaffMap, TokenMap, is_known_token, staff_for
 from ._bandwidth import BandwidthGovernor
 from ._files import FileServer
+from ._login import login_routes
 from ._resolver import make_resolver
 
 __all__ = [
@@ -293,6 +294,7 @@ def _assemble(
         Route("/metrics", _Endpoint(metrics_app(scheduler, held=held))),
         Route("/readyz", _Endpoint(readiness_app(scheduler, held=held))),
         _operator_api(scheduler, keeper, staff),
+        *login_routes(lambda token: is_known_token(token, tokens, staff)),
     ]
     app = Starlette(routes=routes, lifespan=lifespan)
     app.state.scheduler = scheduler
