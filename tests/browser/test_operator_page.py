@@ -52,6 +52,9 @@ def api_counts(state: dict[str, Any]) -> dict[str, tuple[int, int]]:
 
 
 def test_the_page_shows_the_queue_the_api_reports(page: Page, busy_demo: PageDemo) -> None:
+    complaints: list[str] = []
+    page.on("console", lambda message: complaints.append(message.text))
+    page.on("pageerror", lambda error: complaints.append(str(error)))
     log_in(page, busy_demo)
     wait_loaded(page)
     # The queue moves only when a download finishes (none does during the tests), so a
@@ -77,6 +80,9 @@ def test_the_page_shows_the_queue_the_api_reports(page: Page, busy_demo: PageDem
     wait_for(page, "document.querySelectorAll('#chart-length path[data-class]').length === 4")
     assert page.locator("#timeline rect[data-class]").count() >= 4
     assert page.locator("#timeline line.now").count() == 1
+    # Nothing the page does needs an exception to its policy, and no script failed.
+    refused = [text for text in complaints if "Content Security Policy" in text]
+    assert refused == [] and not [text for text in complaints if "Error" in text], complaints
 
 
 def test_a_viewer_sees_everything_read_only_and_cannot_save(
