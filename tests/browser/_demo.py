@@ -186,9 +186,9 @@ def _run_apart(coroutine: Coroutine[Any, Any, T]) -> T:
         return pool.submit(asyncio.run, coroutine).result()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def busy_demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PageDemo]:
-    """One demo process with a busy queue for the whole browser session."""
+    """One demo process with a busy queue for all the browser tests."""
     url = require_database()
     schema = _run_apart(new_schema("page"))
     root = tmp_path_factory.mktemp("served")

@@ -33,9 +33,13 @@ DESKTOP: ViewportSize = {"width": 1280, "height": 900}
 PHONE: ViewportSize = {"width": 390, "height": 844}
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def browser() -> Iterator[Browser]:
-    """One headless Chromium for the whole session; each test gets its own context."""
+    """One headless Chromium for the browser tests; each test gets its own context.
+
+    Package scope, not session: Playwright's synchronous API keeps its event loop
+    marked as running in the test thread while it is open, so every test after it
+    that runs a loop of its own (``asyncio.run``, anyio tests) would fail."""
     if not CHROMIUM.is_file():
         reason = f"{CHROMIUM} is missing: `make test` installs it (apt-get install chromium)"
         if os.environ.get("CI", "").lower() == "true":
