@@ -33,6 +33,8 @@ def test_every_data_file_under_src_is_shipped_as_package_data() -> None:
     for path in (ROOT / "src").rglob("*"):
         if not path.is_file() or path.suffix in {".py", ".pyc"} or "__pycache__" in path.parts:
             continue
+        if any(part.endswith(".egg-info") for part in path.parts):
+            continue  # an editable install's metadata, not a package's data
         package = ".".join(path.parent.relative_to(ROOT / "src").parts)
         if not any(path.match(pattern) for pattern in patterns.get(package, [])):
             missing.append(str(path.relative_to(ROOT)))
