@@ -19,7 +19,7 @@ from __future__ import annotations
 import sys
 from typing import Final, TextIO
 
-__all__ = ["EXIT_NO_SERVER", "INSTALL_SERVER", "SERVER_MODULES", "demo", "sched"]
+__all__ = ["EXIT_NO_SERVER", "INSTALL_SERVER", "SERVER_MODULES", "demo", "missing_server", "sched"]
 
 EXIT_NO_SERVER: Final = 2
 INSTALL_SERVER: Final = "pip install 'arkvory-sched[server]'"
