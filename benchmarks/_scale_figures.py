@@ -10,7 +10,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from benchmarks.core_bench import quantile
+from benchmarks._core_run import quantile
 from benchmarks._machine import median
 
 __all__ = ["ChurnFigures", "ClientFigures", "PollFigures", "SizeRun", "StoreRun", "TickSample"]
