@@ -58,7 +58,7 @@ from benchmarks._http_apps import (
 from benchmarks._machine import cpu_count, cpu_model, load_average
 from benchmarks._report import package_version, write_section
 
-__all__ = ["HOST", "RANGE_HEADER", "WORKLOADS", "Workload", "fetch", "free_port", "main"]
+__all__ = ["RANGE_HEADER", "WORKLOADS", "Workload", "main", "server"]
 
 MIB: Final = 1024 * 1024
 HOST: Final = "127.0.0.1"
@@ -221,29 +221,34 @@ def cpus() -> tuple[list[str], list[str]]:
 
 @contextlib.contextmanager
 def server(
-    app: str, root: Path, logs: Path, prefix: Sequence[str]
+    app: str, root: Path, logs: Path, prefix: Sequence[str], ready_s: float = READY_TIMEOUT_S
 ) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
-    """A uvicorn process serving ``app`` on a free port, answering before it is used."""
+    """A uvicorn process serving ``app`` on a free port (under ``prefix``: ``taskset`` or
+    valgrind), answering before it is used; stopped however the block ends."""
     port = free_port()
     command = [*prefix, sys.executable, "-m", "benchmarks._http_apps", app, "--port", str(port)]
-    log = (logs / f"{app}.log").open("wb")
+    log = (logs / f"{app}-{port}.log").open("wb")
     environment = server_environment(root)
     process = subprocess.Popen(
         command, cwd=PROJECT_ROOT, stdout=log, stderr=subprocess.STDOUT, env=environment
     )
     try:
-        deadline = time.monotonic() + READY_TIMEOUT_S
+        deadline = time.monotonic() + ready_s
         while True:
             if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"the {app} server did not start: see {logs / app}.log")
+                raise RuntimeError(f"the {app} server did not start: see {log.name}")
             with contextlib.suppress(OSError):
                 if fetch(port, FILE_SMALL_PATH, ())[0] == 200:
                     break
-            time.sleep(0.1)
+            time.sleep(0.2)
         yield process, port
     finally:
         process.terminate()
-        process.wait(timeout=10)
+        try:
+            process.wait(timeout=60)  # valgrind writes its last dump first
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
         log.close()
 
 

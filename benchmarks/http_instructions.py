@@ -22,7 +22,6 @@ valgrind and curl. About five minutes on two CPUs.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import datetime as dt
 import platform
 import shutil
@@ -36,10 +35,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from benchmarks._http_apps import FILE_SMALL_PATH, default_http, server_environment, write_files
+from benchmarks._http_apps import default_http, write_files
 from benchmarks._machine import cpu_count, cpu_model, load_average, median
 from benchmarks._report import package_version, write_section
-from benchmarks.http_bench import HOST, RANGE_HEADER, Workload, fetch, free_port
+from benchmarks.http_bench import HOST, RANGE_HEADER, Workload, server
 from benchmarks.http_bench import WORKLOADS as HTTP_WORKLOADS
 
 __all__ = ["Count", "main", "measure"]
@@ -126,39 +125,9 @@ def _curl(port: int, workload: Workload, count: int, scratch: Path) -> None:
 
 def measure(app: str, workload: Workload, root: Path, scratch: Path) -> Count:
     """Start ``app`` under callgrind, warm it up, count it idle, then under load."""
-    port = free_port()
-    prefix = f"callgrind-{app}-{workload.key}-{port}"
-    log = (scratch / f"{prefix}.log").open("wb")
-    process = subprocess.Popen(
-        [
-            "valgrind",
-            "--tool=callgrind",
-            f"--callgrind-out-file={scratch / prefix}.%p",
-            sys.executable,
-            "-m",
-            "benchmarks._http_apps",
-            app,
-            "--host",
-            HOST,
-            "--port",
-            str(port),
-            "--http",
-            default_http(),
-        ],
-        cwd=PROJECT_ROOT,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        env=server_environment(root),
-    )
-    try:
-        deadline = time.monotonic() + READY_TIMEOUT_S
-        while True:
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"the {app} server did not start under valgrind")
-            with contextlib.suppress(OSError):
-                if fetch(port, FILE_SMALL_PATH, ())[0] == 200:
-                    break
-            time.sleep(0.5)
+    prefix = f"callgrind-{app}-{workload.key}-{time.monotonic_ns()}"
+    valgrind = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={scratch / prefix}.%p"]
+    with server(app, root, scratch, valgrind, READY_TIMEOUT_S) as (process, port):
         _curl(port, workload, WARMUP[workload.key], scratch)  # the wrapped session starts here
 
         def counted(action: Callable[[], None]) -> tuple[int, float]:
@@ -172,14 +141,6 @@ def measure(app: str, workload: Workload, root: Path, scratch: Path) -> Count:
 
         idle, idle_seconds = counted(lambda: time.sleep(IDLE_SECONDS))
         load, load_seconds = counted(lambda: _curl(port, workload, REQUESTS[workload.key], scratch))
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        log.close()
     return Count(app, workload, load, load_seconds, idle, idle_seconds)
 
 
