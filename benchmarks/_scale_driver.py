@@ -95,18 +95,7 @@ class _Holder:
     def next_range(self, length: int) -> DownloadRequest:
         size = self.request.object_size
         end = size if length <= 0 else min(size, self.offset + length)
-        return _ranged(self.request, ByteRange(self.offset, end))
-
-
-def _ranged(request: DownloadRequest, byte_range: ByteRange) -> DownloadRequest:
-    return DownloadRequest(
-        principal=request.principal,
-        principal_kind=request.principal_kind,
-        object_id=request.object_id,
-        object_size=request.object_size,
-        byte_range=byte_range,
-        download_id=request.download_id,
-    )
+        return replace(self.request, byte_range=ByteRange(self.offset, end), ticket=None)
 
 
 class Driver:
