@@ -35,7 +35,7 @@ simulate: install
 lint: install
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/ruff format --check src tests benchmarks
-	$(BIN)/mypy src tests
+	$(BIN)/mypy src tests benchmarks
 
 # The page tests drive Debian's Chromium, never a browser a test tool downloads itself.
 CHROMIUM := /usr/bin/chromium
