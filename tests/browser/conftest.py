@@ -33,13 +33,14 @@ DESKTOP: ViewportSize = {"width": 1280, "height": 900}
 PHONE: ViewportSize = {"width": 390, "height": 844}
 
 
-@pytest.fixture(scope="package")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
-    """One headless Chromium for the browser tests; each test gets its own context.
+    """One headless Chromium per test module; each test gets its own context.
 
-    Package scope, not session: Playwright's synchronous API keeps its event loop
-    marked as running in the test thread while it is open, so every test after it
-    that runs a loop of its own (``asyncio.run``, anyio tests) would fail."""
+    Not per session: Playwright's synchronous API keeps its event loop running in this
+    thread for as long as it is started, and the suite's async tests (anyio) that
+    run after the browser tests need the thread's loop slot free again.
+    """
     if not CHROMIUM.is_file():
         reason = f"{CHROMIUM} is missing: `make test` installs it (apt-get install chromium)"
         if os.environ.get("CI", "").lower() == "true":
