@@ -278,3 +278,24 @@ async def _tables(connection: asyncpg.Connection, schema: str) -> set[str]:
         "SELECT table_name FROM information_schema.tables WHERE table_schema = $1", schema
     )
     return {row["table_name"] for row in rows}
+
+
+def test_the_installed_wheel_serves_the_operator_page_from_its_own_files(server: Path) -> None:
+    # The page's HTML, CSS and modules are package data (ADR 0024): one missing from the
+    # wheel works from a checkout and breaks the page of every installed server.
+    script = (
+        "import httpx, asyncio\n"
+        "from arkvory_sched.api import Identity\n"
+        "from arkvory_sched.console import operator_page\n"
+        "app = operator_page(authorize=lambda r: Identity('viewer', 'v'))\n"
+        "async def main():\n"
+        "    t = httpx.ASGITransport(app=app)\n"
+        "    async with httpx.AsyncClient(transport=t, base_url='http://x') as c:\n"
+        "        page = await c.get('/')\n"
+        "        files = [await c.get('/static/' + n) for n in\n"
+        "                 ('main.js', 'settings.js', 'form_editors.js', 'console.css')]\n"
+        "        print(page.status_code, [f.status_code for f in files])\n"
+        "asyncio.run(main())\n"
+    )
+    out = _run([server / "python", "-c", script], env=_outside_env(), cwd=server)
+    assert out == "200 [200, 200, 200, 200]\n"
