@@ -21,7 +21,17 @@ import arkvory_sched
 
 PACKAGE_ROOT = Path(arkvory_sched.__file__).parent
 CLIENT_ROOT = Path(arkvory_client.__file__).parent
-SUB_PACKAGES = ("api", "asgi", "demo", "memory", "observability", "policy", "postgres", "sqlite")
+SUB_PACKAGES = (
+    "api",
+    "asgi",
+    "demo",
+    "memory",
+    "observability",
+    "policy",
+    "portal",
+    "postgres",
+    "sqlite",
+)
 MAX_MODULE_LINES = 500
 
 

@@ -36,6 +36,7 @@ from starlette.responses import HTMLResponse
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from .._classes import PrincipalKind
 from .._exceptions import ConfigurationError
 from .._port import DownloadScheduler
 from .._settings import SchedulerSettings
@@ -46,15 +47,17 @@ from ..api import API_PREFIX, Identity, operator_api
 from ..asgi import DownloadSchedulerMiddleware
 from ..memory import InMemoryDownloadScheduler
 from ..observability import metrics_app, readiness_app
+from ..portal import own_downloads_app
 from ..postgres import DEFAULT_SCHEMA, PostgresScheduler, PostgresSettingsStore
 from ..sqlite import SqliteSettingsStore, load_or_create_ticket_key, settings_file
-from ._auth import StaffMap, TokenMap, staff_for
+from ._auth import StaffMap, TokenMap, principal_for, staff_for
 from ._bandwidth import BandwidthGovernor
 from ._files import FileServer
 from ._resolver import make_resolver
 
 __all__ = [
     "KEY_FILE_NAME",
+    "OWN_DOWNLOADS_PATH",
     "TICKET_KEY_VARIABLE",
     "build_app",
     "list_files",
@@ -64,6 +67,7 @@ __all__ = [
 TICKET_KEY_VARIABLE: Final = "ARKVORY_TICKET_KEY"
 KEY_FILE_NAME: Final = ".arkvory-ticket-key"
 INDEX_LIMIT: Final = 1000
+OWN_DOWNLOADS_PATH: Final = "/downloads/mine"
 _MIN_KEY_BYTES: Final = 16
 
 
@@ -149,6 +153,23 @@ def _operator_api(scheduler: DownloadScheduler, keeper: SettingsKeeper, staff: S
 
     api = operator_api(store=keeper.store, scheduler=scheduler, authorize=authorize, keeper=keeper)
     return Mount(API_PREFIX, app=api)
+
+
+def _own_downloads(scheduler: DownloadScheduler, tokens: TokenMap) -> Mount:
+    """A person's own downloads page (issue #19) for the demo's download tokens.
+
+    A request without a token is the anonymous link, and a link is nobody's account:
+    it gets ``401``, as does an unknown token. People and service accounts see their
+    own downloads.
+    """
+
+    def identify(request: Request) -> str | None:
+        found = principal_for(request.scope, tokens)
+        if found is None or found[1] is PrincipalKind.LINK:
+            return None
+        return found[0]
+
+    return Mount(OWN_DOWNLOADS_PATH, app=own_downloads_app(scheduler=scheduler, identify=identify))
 
 
 def build_app(
@@ -257,7 +278,8 @@ def _assemble(
             "<!doctype html><html><head><meta charset=utf-8><title>arkvory demo</title>"
             "</head><body><h1>arkvory demo artifact server</h1>"
             f"<ul>\n{rows}\n</ul>{more}"
-            '<p><a href="/metrics">metrics</a> · <a href="/readyz">readiness</a></p>'
+            f'<p><a href="{OWN_DOWNLOADS_PATH}/">my downloads</a> · '
+            '<a href="/metrics">metrics</a> · <a href="/readyz">readiness</a></p>'
             "</body></html>"
         )
         return HTMLResponse(page)
@@ -293,6 +315,7 @@ def _assemble(
         Route("/metrics", _Endpoint(metrics_app(scheduler, held=held))),
         Route("/readyz", _Endpoint(readiness_app(scheduler, held=held))),
         _operator_api(scheduler, keeper, staff),
+        _own_downloads(scheduler, tokens),
     ]
     app = Starlette(routes=routes, lifespan=lifespan)
     app.state.scheduler = scheduler
