@@ -65,3 +65,7 @@ def context(browser: Browser) -> Iterator[BrowserContext]:
 @pytest.fixture
 def page(context: BrowserContext) -> Page:
     return context.new_page()
+
+
+# The busy demo of the operator page's tests (tests/browser/_demo.py).
+from ._demo import busy_demo  # noqa: E402, F401

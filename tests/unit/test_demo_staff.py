@@ -9,10 +9,19 @@ import pytest
 from starlette.requests import Request
 
 from arkvory_sched import SchedulerSettings
+from arkvory_sched._classes import PrincipalKind
 from arkvory_sched.api import API_PREFIX, Identity
 from arkvory_sched.demo import build_app
-from arkvory_sched.demo._auth import parse_staff_token, staff_for
+from arkvory_sched.demo._auth import (
+    ANONYMOUS_LINK,
+    TOKEN_COOKIE,
+    parse_staff_token,
+    parse_tokens,
+    principal_for,
+    staff_for,
+)
 from arkvory_sched.demo._cli import OPERATOR_TOKEN_VARIABLE, _print_staff, _staff
+from arkvory_sched.demo._login import safe_next
 
 pytestmark = pytest.mark.anyio
 
@@ -80,3 +89,83 @@ async def test_the_demo_mounts_the_api_for_its_staff_only(tmp_path: Path) -> Non
     async with httpx.AsyncClient(transport=transport, base_url="http://demo") as client:
         answer = await client.get(f"{API_PREFIX}/state", headers={"authorization": "Bearer op"})
         assert answer.status_code == 401
+
+
+def cookie_request(cookie: str, authorization: str | None = None) -> Request:
+    headers = [(b"cookie", cookie.encode())]
+    if authorization is not None:
+        headers.append((b"authorization", authorization.encode()))
+    return Request({"type": "http", "method": "GET", "path": "/", "headers": headers})
+
+
+def test_the_login_cookie_counts_only_without_an_authorization_header() -> None:
+    staff = {"op": Identity("operator", "olga")}
+    assert staff_for(cookie_request(f"{TOKEN_COOKIE}=op"), staff) == Identity("operator", "olga")
+    assert staff_for(cookie_request(f"a=1; {TOKEN_COOKIE}=op; b=2"), staff) is not None
+    assert staff_for(cookie_request(f"{TOKEN_COOKIE}=nope"), staff) is None
+    assert staff_for(cookie_request("other=op"), staff) is None
+    # The header wins, even when it is refused: credentials never combine.
+    assert staff_for(cookie_request(f"{TOKEN_COOKIE}=op", "Bearer nope"), staff) is None
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("/admin/downloads", "/admin/downloads"),
+        ("/me?tab=2", "/me?tab=2"),
+        ("//evil.example/x", "/"),
+        ("/\\evil.example", "/"),
+        ("https://evil.example/", "/"),
+        ("javascript:alert(1)", "/"),
+        ("admin", "/"),
+        ("/a\r\nSet-Cookie: x=1", "/"),
+        (None, "/"),
+    ],
+)
+def test_the_login_redirects_only_to_a_path_on_this_server(
+    value: str | None, expected: str
+) -> None:
+    assert safe_next(value) == expected
+
+
+async def test_the_browser_login_sets_a_strict_http_only_cookie(tmp_path: Path) -> None:
+    staff = {"op": Identity("operator", "olga")}
+    tokens = parse_tokens(["dl=alice:person"])
+    app = build_app(tmp_path, tokens, scheduler_settings=SchedulerSettings(), staff=staff)
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://demo") as client:
+        form = (await client.get("/login?next=/admin/downloads")).text
+        assert 'name="token"' in form and 'value="/admin/downloads"' in form
+        refused = await client.post("/login", data={"token": "wrong", "next": "/x"})
+        assert refused.status_code == 401
+        assert TOKEN_COOKIE not in refused.headers.get("set-cookie", "")
+        answer = await client.post("/login", data={"token": "op", "next": "https://evil.example/"})
+        assert answer.status_code == 303
+        assert answer.headers["location"] == "/"
+        cookie = answer.headers["set-cookie"].lower()
+        assert cookie.startswith(f"{TOKEN_COOKIE}=op;")
+        for attribute in ("httponly", "samesite=strict", "path=/"):
+            assert attribute in cookie, attribute
+        settings = await client.get(f"{API_PREFIX}/settings")
+        assert settings.status_code == 200, "the cookie alone identifies the operator"
+        cross = await client.post(
+            "/login", data={"token": "dl"}, headers={"sec-fetch-site": "cross-site"}
+        )
+        assert cross.status_code == 403
+        out = await client.post("/logout")
+        assert out.status_code == 303
+        assert (await client.get(f"{API_PREFIX}/settings")).status_code == 401
+        assert (await client.post("/login", data={"token": "dl"})).status_code == 303
+
+
+def test_principal_for_reads_the_login_cookie() -> None:
+    tokens = parse_tokens(["dl=alice:person"])
+
+    def scope(*headers: tuple[bytes, bytes]) -> dict[str, object]:
+        return {"type": "http", "headers": list(headers)}
+
+    cookie = (b"cookie", f"{TOKEN_COOKIE}=dl".encode())
+    assert principal_for(scope(cookie), tokens) == ("alice", PrincipalKind.PERSON)
+    assert principal_for(scope((b"cookie", f"{TOKEN_COOKIE}=x".encode())), tokens) is None
+    assert principal_for(scope((b"cookie", b"unrelated=1")), tokens) == ANONYMOUS_LINK
+    assert principal_for(scope(cookie, (b"authorization", b"Bearer x")), tokens) is None

@@ -24,6 +24,7 @@ CLIENT_ROOT = Path(arkvory_client.__file__).parent
 SUB_PACKAGES = (
     "api",
     "asgi",
+    "console",
     "demo",
     "memory",
     "observability",
@@ -74,7 +75,7 @@ def test_no_module_imports_another_packages_private_names(path: Path) -> None:
         assert not [name for name in names if name.startswith("_")], (module, names)
 
 
-@pytest.mark.parametrize("name", ["api", "asgi", "memory", "observability"])
+@pytest.mark.parametrize("name", ["api", "asgi", "console", "memory", "observability"])
 def test_each_new_sub_package_exports_exactly_its_all(name: str) -> None:
     package = importlib.import_module(f"arkvory_sched.{name}")
     assert package.__doc__, "the docstring says what the package is and why it is apart"

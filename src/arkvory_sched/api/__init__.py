@@ -1,8 +1,10 @@
 """The operator HTTP API (R-SET-5, R-VIS-2): settings, their audit trail, queue state.
 
 Mount :func:`operator_api` at :data:`API_PREFIX` beside the download middleware; give
-it the settings store, the scheduler, the process's settings keeper and an
-``authorize`` callable that says who a request is (:class:`Identity`). See
+it the settings store, the scheduler, the process's settings keeper, its
+:class:`QueueHistory` and an ``authorize`` callable that says who a request is
+(:class:`Identity`). :func:`identify` and :func:`refuse_read` let a page served
+beside the API (``arkvory_sched.console``) admit exactly whom the API admits. See
 ``docs/api.md`` for the endpoints, the problem documents and the rules for writes.
 """
 
@@ -18,14 +20,17 @@ from ._app import (
     operator_api,
 )
 from ._body import MAX_BODY_BYTES
-from ._guard import REQUEST_HEADER
-from ._identity import OPERATOR, VIEWER, Authorize, Identity, Role
+from ._guard import REQUEST_HEADER, refuse_read
+from ._history import HISTORY_SAMPLE_SECONDS, HISTORY_SAMPLES, QueueHistory
+from ._identity import OPERATOR, VIEWER, Authorize, Identity, Role, identify
 from ._problems import PROBLEM_TYPE_PREFIX
 
 __all__ = [
     "API_PREFIX",
     "DEFAULT_CHALLENGE",
     "DEFAULT_HISTORY_LIMIT",
+    "HISTORY_SAMPLES",
+    "HISTORY_SAMPLE_SECONDS",
     "MAX_BODY_BYTES",
     "MAX_HISTORY_LIMIT",
     "OPERATOR",
@@ -35,7 +40,10 @@ __all__ = [
     "Authorize",
     "Identity",
     "OperatorApi",
+    "QueueHistory",
     "Role",
     "SettingsApplier",
+    "identify",
     "operator_api",
+    "refuse_read",
 ]

@@ -10,7 +10,10 @@ Routes, relative to the mount:
 * ``PUT /settings`` — replace the record; a compare-and-set on ``expectedRevision`` in
   the body or ``If-Match``. ``{}`` (plus the revision) returns to the environment.
 * ``GET /settings/history?limit=&before=`` — the audit trail, newest first.
-* ``GET /state`` — the queue per class, the forecast, the active sessions.
+* ``GET /state`` — the queue per class, the forecast, the active sessions, and each
+  class's open windows today and tomorrow (:mod:`._windows_view`).
+* ``GET /state/history`` — the last hour of queue length and wait per class, from the
+  host's :class:`QueueHistory` (:mod:`._history`).
 
 Service-account classes are part of the record (``serviceAccountClasses``, ADR 0022),
 changed by ``PUT /settings`` like any other field: one revision, one compare-and-set,
@@ -39,10 +42,12 @@ from .._port import DownloadScheduler
 from .._settings_store import RevisionMismatchError, SettingsStore, StoredSettings, apply_stored
 from ._body import BodyError, read_json_object, whole_number
 from ._guard import refuse_read, refuse_write
+from ._history import QueueHistory, history_document
 from ._identity import Authorize, identify
 from ._problems import json_pointer, problem
 from ._settings_view import audit_document, etag_of, invalid_fields, settings_document
 from ._state_view import state_document
+from ._windows_view import windows_document
 
 __all__ = [
     "API_PREFIX",
@@ -88,6 +93,7 @@ def operator_api(
     authorize: Authorize,
     keeper: SettingsApplier | None = None,
     challenge: str = DEFAULT_CHALLENGE,
+    history: QueueHistory | None = None,
 ) -> OperatorApi:
     """The API for one process; every argument is keyword-only and ``authorize`` has no
     default (see :class:`OperatorApi`)."""
@@ -97,6 +103,7 @@ def operator_api(
         authorize=authorize,
         keeper=keeper,
         challenge=challenge,
+        history=history,
     )
 
 
@@ -108,6 +115,8 @@ class OperatorApi:
     reachable by anyone a host forgot to check. ``keeper`` is the process's settings
     keeper; without one (a host that applies settings itself) a change is configured
     on ``scheduler`` directly. ``challenge`` is the ``WWW-Authenticate`` of a ``401``.
+    ``history`` is the process's :class:`QueueHistory` (its task runs in the host's
+    lifespan); without one, ``/state/history`` answers that nothing is recorded.
     """
 
     def __init__(
@@ -118,6 +127,7 @@ class OperatorApi:
         authorize: Authorize,
         keeper: SettingsApplier | None = None,
         challenge: str = DEFAULT_CHALLENGE,
+        history: QueueHistory | None = None,
     ) -> None:
         if not callable(authorize):
             raise TypeError("authorize must be a callable: request -> Identity | None")
@@ -126,12 +136,14 @@ class OperatorApi:
         self._authorize = authorize
         self._keeper = keeper
         self._challenge = challenge
+        self._queue_history = history
         self._applied_revision: int | None = None
         self._router = Router(
             routes=[
                 Route("/settings", self._settings, methods=_METHODS),
                 Route("/settings/history", self._history, methods=_METHODS),
                 Route("/state", self._state, methods=_METHODS),
+                Route("/state/history", self._state_history, methods=_METHODS),
             ],
             default=self._not_found,
         )
@@ -233,8 +245,20 @@ class OperatorApi:
             state = await self._scheduler.queue_state()
         except ArkvoryError as error:
             return _unavailable(error)
-        document = state_document(state, self._scheduler.settings, with_sessions=identity.may_write)
+        settings = self._scheduler.settings
+        document = state_document(state, settings, with_sessions=identity.may_write)
+        document["windows"] = windows_document(settings, state.at)
         response = JSONResponse(document)
+        response.headers["cache-control"] = "no-store"
+        return response
+
+    async def _state_history(self, request: Request) -> Response:
+        if request.method not in ("GET", "HEAD"):
+            return _not_allowed("GET, HEAD")
+        refused = refuse_read(await identify(self._authorize, request), self._challenge)
+        if refused is not None:
+            return refused
+        response = JSONResponse(history_document(self._queue_history))
         response.headers["cache-control"] = "no-store"
         return response
 
@@ -243,7 +267,7 @@ class OperatorApi:
             404,
             "not_found",
             "Not found",
-            "The operator API has /settings, /settings/history and /state.",
+            "The operator API has /settings, /settings/history, /state and /state/history.",
         )
         await response(scope, receive, send)
 

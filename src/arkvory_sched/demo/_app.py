@@ -43,16 +43,18 @@ from .._settings import SchedulerSettings
 from .._settings_keeper import SettingsKeeper
 from .._settings_store import SettingsStore
 from .._ticking import run_tick_loop
-from ..api import API_PREFIX, Identity, operator_api
+from ..api import API_PREFIX, HISTORY_SAMPLE_SECONDS, Identity, QueueHistory, operator_api
 from ..asgi import DownloadSchedulerMiddleware
+from ..console import operator_page
 from ..memory import InMemoryDownloadScheduler
 from ..observability import metrics_app, readiness_app
 from ..portal import own_downloads_app
 from ..postgres import DEFAULT_SCHEMA, PostgresScheduler, PostgresSettingsStore
 from ..sqlite import SqliteSettingsStore, load_or_create_ticket_key, settings_file
-from ._auth import StaffMap, TokenMap, principal_for, staff_for
+from ._auth import StaffMap, TokenMap, is_known_token, principal_for, staff_for
 from ._bandwidth import BandwidthGovernor
 from ._files import FileServer
+from ._login import login_routes
 from ._resolver import make_resolver
 
 __all__ = [
@@ -145,13 +147,41 @@ class _Endpoint:
         await self._app(scope, receive, send)
 
 
-def _operator_api(scheduler: DownloadScheduler, keeper: SettingsKeeper, staff: StaffMap) -> Mount:
+HISTORY_SECONDS_VARIABLE: Final = "ARKVORY_DEMO_HISTORY_SECONDS"
+OPERATOR_PAGE_PATH: Final = "/admin/downloads"
+
+
+def _history_seconds() -> float:
+    """The queue history's sampling interval: ``$ARKVORY_DEMO_HISTORY_SECONDS`` or 10 s."""
+    text = os.environ.get(HISTORY_SECONDS_VARIABLE, "").strip()
+    try:
+        seconds = float(text) if text else HISTORY_SAMPLE_SECONDS
+    except ValueError:
+        raise ConfigurationError(
+            HISTORY_SECONDS_VARIABLE, "history_seconds", "expected a number of seconds"
+        ) from None
+    if not 0.1 <= seconds <= 3600:
+        raise ConfigurationError(
+            HISTORY_SECONDS_VARIABLE, "history_seconds", "expected 0.1 to 3600 seconds"
+        )
+    return seconds
+
+
+def _operator_api(
+    scheduler: DownloadScheduler, keeper: SettingsKeeper, staff: StaffMap, history: QueueHistory
+) -> Mount:
     """The operator API beside the files, for the demo's staff tokens."""
 
     def authorize(request: Request) -> Identity | None:
         return staff_for(request, staff)
 
-    api = operator_api(store=keeper.store, scheduler=scheduler, authorize=authorize, keeper=keeper)
+    api = operator_api(
+        store=keeper.store,
+        scheduler=scheduler,
+        authorize=authorize,
+        keeper=keeper,
+        history=history,
+    )
     return Mount(API_PREFIX, app=api)
 
 
@@ -170,6 +200,15 @@ def _own_downloads(scheduler: DownloadScheduler, tokens: TokenMap) -> Mount:
         return found[0]
 
     return Mount(OWN_DOWNLOADS_PATH, app=own_downloads_app(scheduler=scheduler, identify=identify))
+
+
+def _operator_page(staff: StaffMap) -> Mount:
+    """The operator page, for the same staff as the API (the browser login's cookie)."""
+
+    def authorize(request: Request) -> Identity | None:
+        return staff_for(request, staff)
+
+    return Mount(OPERATOR_PAGE_PATH, app=operator_page(authorize=authorize, api_url=API_PREFIX))
 
 
 def build_app(
@@ -263,6 +302,9 @@ def _assemble(
         run_ticks=False,
     )
 
+    # The page's chart samples every 10 s; a demo run for a screenshot may sample faster.
+    history = QueueHistory(scheduler, interval=_history_seconds())
+
     def held() -> int:
         return middleware.held
 
@@ -279,7 +321,9 @@ def _assemble(
             "</head><body><h1>arkvory demo artifact server</h1>"
             f"<ul>\n{rows}\n</ul>{more}"
             f'<p><a href="{OWN_DOWNLOADS_PATH}/">my downloads</a> · '
-            '<a href="/metrics">metrics</a> · <a href="/readyz">readiness</a></p>'
+            '<a href="/metrics">metrics</a> · <a href="/readyz">readiness</a> · '
+            f'<a href="{OPERATOR_PAGE_PATH}/">operator page</a> · '
+            f'<a href="/login?next={OPERATOR_PAGE_PATH}/">log in</a></p>'
             "</body></html>"
         )
         return HTMLResponse(page)
@@ -295,6 +339,7 @@ def _assemble(
                 # the store unreachable, the keeper retries in the background, R-SET-4).
                 await tasks.start(keeper.run)
                 tasks.start_soon(run_tick_loop, scheduler)
+                tasks.start_soon(history.run)  # the operator page's last hour
                 try:
                     yield
                 finally:
@@ -314,7 +359,9 @@ def _assemble(
         Mount("/files", app=middleware),
         Route("/metrics", _Endpoint(metrics_app(scheduler, held=held))),
         Route("/readyz", _Endpoint(readiness_app(scheduler, held=held))),
-        _operator_api(scheduler, keeper, staff),
+        _operator_api(scheduler, keeper, staff, history),
+        _operator_page(staff),
+        *login_routes(lambda token: is_known_token(token, tokens, staff)),
         _own_downloads(scheduler, tokens),
     ]
     app = Starlette(routes=routes, lifespan=lifespan)

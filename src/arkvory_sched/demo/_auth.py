@@ -9,24 +9,33 @@ a typo shows up as ``401`` instead of silently downloading as an anonymous link.
 
 The operator API has staff tokens of its own (``--operator-token``, ``--viewer-token``):
 a download token never changes settings, and a staff token downloads nothing.
+
+A browser cannot add an ``Authorization`` header to a link or a page it loads, so the
+demo's login (``demo._login``) puts the token in the cookie :data:`TOKEN_COOKIE`.
+A request without ``Authorization`` presents that cookie's token instead, judged
+exactly like a bearer token: an unknown one is refused, never taken for an
+anonymous link, so a stale cookie (the demo makes new random tokens at each start)
+shows up as ``401`` rather than as a download under the wrong principal.
 """
 
 from __future__ import annotations
 
 import hmac
 from collections.abc import Iterable, Mapping, MutableMapping
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
-from starlette.requests import Request
+from starlette.requests import Request, cookie_parser
 
 from .._classes import PrincipalKind
 from ..api import Identity, Role
 
 __all__ = [
     "ANONYMOUS_LINK",
+    "TOKEN_COOKIE",
     "Principal",
     "StaffMap",
     "TokenMap",
+    "is_known_token",
     "parse_staff_token",
     "parse_token",
     "parse_tokens",
@@ -34,11 +43,17 @@ __all__ = [
     "staff_for",
 ]
 
+_T = TypeVar("_T")
+
 Principal = tuple[str, PrincipalKind]
 TokenMap = Mapping[str, Principal]
 
 ANONYMOUS_LINK: Final[Principal] = ("anonymous-link", PrincipalKind.LINK)
-"""Who a request without ``Authorization`` is: a link, with the link's default class."""
+"""Who a request without credentials is: a link, with the link's default class."""
+
+TOKEN_COOKIE: Final = "arkvory_demo_token"
+"""The cookie the demo's browser login sets: a token, presented when there is no
+``Authorization`` header (HttpOnly, SameSite=Strict, Path=/)."""
 
 _KINDS: Final = ", ".join(kind.value for kind in PrincipalKind)
 # RFC 6750 b64token: the characters a bearer token may contain.
@@ -89,30 +104,52 @@ def parse_tokens(values: Iterable[str]) -> dict[str, Principal]:
 def principal_for(scope: MutableMapping[str, Any], tokens: TokenMap) -> Principal | None:
     """The principal of a request, or ``None`` when its credentials are refused.
 
-    No ``Authorization`` header → :data:`ANONYMOUS_LINK`. ``Bearer <token>`` with a
-    known token → its principal. Anything else that is present — an unknown token,
-    another scheme, several ``Authorization`` headers — is refused.
+    ``Bearer <token>`` with a known token → its principal. Without ``Authorization``,
+    the :data:`TOKEN_COOKIE` cookie's token counts the same way; with neither →
+    :data:`ANONYMOUS_LINK`. Anything else that is present — an unknown token (in the
+    header or the cookie), another scheme, several ``Authorization`` headers — is
+    refused.
     """
-    values = [
-        bytes(value)
-        for name, value in scope.get("headers", ())
-        if bytes(name).lower() == b"authorization"
-    ]
+    headers = [(bytes(name).lower(), bytes(value)) for name, value in scope.get("headers", ())]
+    values = [value for name, value in headers if name == b"authorization"]
     if not values:
-        return ANONYMOUS_LINK
+        cookie = _cookie_token(b"; ".join(value for name, value in headers if name == b"cookie"))
+        if cookie is None:
+            return ANONYMOUS_LINK
+        return _match(tokens, cookie)
     if len(values) > 1:
         return None
-    scheme, _, credentials = values[0].decode("latin-1").strip().partition(" ")
+    presented = _bearer(values[0].decode("latin-1"))
+    return None if presented is None else _match(tokens, presented)
+
+
+def _bearer(authorization: str) -> bytes | None:
+    """The credentials of ``Bearer <token>``, or ``None`` for any other form."""
+    scheme, _, credentials = authorization.strip().partition(" ")
     presented = credentials.strip()
     if scheme.lower() != "bearer" or not presented:
         return None
-    found: Principal | None = None
-    encoded = presented.encode("latin-1")
-    # Compare with every token in constant time, so response timing does not reveal
-    # how much of a guessed token was right.
-    for token, principal in tokens.items():
-        if hmac.compare_digest(token.encode("latin-1"), encoded):
-            found = principal
+    return presented.encode("latin-1", "replace")
+
+
+def _cookie_token(cookie_header: bytes) -> bytes | None:
+    """The token in the :data:`TOKEN_COOKIE` cookie, or ``None`` when there is none."""
+    if not cookie_header:
+        return None
+    value = cookie_parser(cookie_header.decode("latin-1")).get(TOKEN_COOKIE, "")
+    return value.encode("latin-1", "replace") if value else None
+
+
+def _match(known: Mapping[str, _T], presented: bytes) -> _T | None:
+    """What ``presented`` stands for among ``known`` tokens, or ``None``.
+
+    Compared with every token in constant time, so response timing does not reveal
+    how much of a guessed token was right.
+    """
+    found: _T | None = None
+    for token, value in known.items():
+        if hmac.compare_digest(token.encode("latin-1"), presented):
+            found = value
     return found
 
 
@@ -138,14 +175,19 @@ def parse_staff_token(value: str, role: Role) -> tuple[str, Identity]:
 
 
 def staff_for(request: Request, staff: StaffMap) -> Identity | None:
-    """Who a request to the operator API is: ``Bearer <token>`` of a staff token, else
-    nobody (``401``). Compared in constant time, like the download tokens."""
-    scheme, _, credentials = request.headers.get("authorization", "").strip().partition(" ")
-    presented = credentials.strip().encode("latin-1", "replace")
-    if scheme.lower() != "bearer" or not presented:
-        return None
-    found: Identity | None = None
-    for token, identity in staff.items():
-        if hmac.compare_digest(token.encode("latin-1"), presented):
-            found = identity
-    return found
+    """Who a request to the operator API is: ``Bearer <token>`` of a staff token or,
+    without ``Authorization``, the :data:`TOKEN_COOKIE` cookie of the browser login;
+    else nobody (``401``). Compared in constant time, like the download tokens."""
+    authorization = request.headers.get("authorization")
+    if authorization is None:
+        presented = _cookie_token(request.headers.get("cookie", "").encode("latin-1", "replace"))
+    else:
+        presented = _bearer(authorization)
+    return None if presented is None else _match(staff, presented)
+
+
+def is_known_token(token: str, tokens: TokenMap, staff: StaffMap) -> bool:
+    """Whether ``token`` is one of the demo's download or staff tokens (the login
+    refuses any other), compared in constant time against every one."""
+    presented = token.encode("latin-1", "replace")
+    return _match(tokens, presented) is not None or _match(staff, presented) is not None

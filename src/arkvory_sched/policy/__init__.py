@@ -107,6 +107,7 @@ from ._windows import (
     next_opening,
     open_intervals,
     parse_windows,
+    wall_instant,
 )
 
 __all__ = [
@@ -186,6 +187,7 @@ __all__ = [
     "take_room",
     "uses_sessions",
     "validated_download_id",
+    "wall_instant",
     "window_estimate",
     "windowed_start",
 ]
