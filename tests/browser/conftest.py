@@ -33,9 +33,16 @@ DESKTOP: ViewportSize = {"width": 1280, "height": 900}
 PHONE: ViewportSize = {"width": 390, "height": 844}
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
-    """One headless Chromium for the whole session; each test gets its own context."""
+    """One headless Chromium per test module; each test gets its own context.
+
+    Not one per session: while Playwright's synchronous API is open, its event loop
+    counts as running in the main thread, and every ``anyio`` test collected after the
+    browser modules (``tests/client``, ``tests/contract``…) would fail with "Cannot run
+    the event loop while another loop is running". Closed at the end of each module,
+    the loop is gone before the next module's tests.
+    """
     if not CHROMIUM.is_file():
         reason = f"{CHROMIUM} is missing: `make test` installs it (apt-get install chromium)"
         if os.environ.get("CI", "").lower() == "true":
