@@ -179,6 +179,25 @@ def test_a_visitor_without_an_account_gets_401(browser: Browser, steady: BusyDem
     assert script.headers["content-type"].startswith("text/javascript")
 
 
+def test_a_person_who_logs_in_with_the_demo_cookie_sees_their_downloads(
+    browser: Browser, steady: BusyDemo
+) -> None:
+    """The demo's browser login keeps the token in a cookie; the page reads it as the
+    bearer token (no header here)."""
+    context = browser.new_context(viewport=DESKTOP)
+    try:
+        page = context.new_page()
+        page.goto(f"{steady.base_url}/login?next={MINE}")
+        page.get_by_label("Token").fill(token_of("alice"))
+        page.get_by_role("button", name="Log in").click()
+        page.wait_for_selector('li.download[data-state="waiting"]')
+        assert page.url == steady.base_url + MINE
+        assert page.inner_text("#principal") == "alice"
+        assert_nothing_of_others(page.content(), steady)
+    finally:
+        context.close()
+
+
 def test_at_phone_width_nothing_scrolls_sideways_and_every_control_is_labelled(
     browser: Browser, steady: BusyDemo
 ) -> None:
