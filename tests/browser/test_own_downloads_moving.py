@@ -64,7 +64,7 @@ def test_a_persons_place_falls_as_the_queue_moves(browser: Browser, tmp_path: Pa
         assert places, "alice's download was never shown waiting"
         assert len(places) >= 2, places
         assert places == sorted(places, reverse=True), places  # never rises
-        assert places[0] >= 4
+        assert places[0] >= 3  # at least two waiters ahead when the page first showed it
         for text in texts:
             assert_nothing_of_others(text, demo)
         assert_nothing_of_others(json.dumps(api_document(page)), demo)
