@@ -10,7 +10,7 @@ $(BIN)/.installed: pyproject.toml
 	$(BIN)/pip install --quiet -e '.[test]'
 	touch $@
 
-.PHONY: install run test lint simulate bench bench-http bench-http-at-once bench-instructions bench-pg \
+.PHONY: install run test lint simulate bench bench-http bench-instructions bench-pg \
 	bench-pg-million clean
 install: $(BIN)/.installed
 
@@ -35,7 +35,7 @@ simulate: install
 lint: install
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/ruff format --check src tests benchmarks
-	$(BIN)/mypy src tests
+	$(BIN)/mypy src tests benchmarks
 
 # The page tests drive Debian's Chromium, never a browser a test tool downloads itself.
 CHROMIUM := /usr/bin/chromium
@@ -47,28 +47,24 @@ $(CHROMIUM):
 test: lint $(CHROMIUM)
 	$(BIN)/pytest
 
+# One benchmark per figure; each rewrites its section of benchmarks/RESULTS.md
+# (benchmarks/README.md says what each asserts). The core's scaling, about 9 minutes.
 bench: install
 	$(BIN)/python -m benchmarks.core_bench
 
-# Needs wrk (Debian/Ubuntu: apt-get install wrk); see benchmarks/README.md.
+# The middleware in process and one wrk run of each server; needs wrk (apt-get install wrk).
 bench-http: install
 	$(BIN)/python -m benchmarks.http_bench
-
-# The two throughput targets again, both servers loaded at once (less noise, no latency).
-bench-http-at-once: install
-	$(BIN)/python -m benchmarks.http_bench --at-once --workloads small,session --rounds 30 --blocks 10
 
 # Instructions per response under valgrind (no timing noise); needs valgrind and curl.
 bench-instructions: install
 	$(BIN)/python -m benchmarks.http_instructions
 
-# Needs PostgreSQL: $ARKVORY_TEST_DATABASE_URL, default postgresql://postgres@127.0.0.1:5432/test;
-# see benchmarks/README.md. pg_bench, then the queue-length figures at 65,536 waiting.
+# Needs PostgreSQL: $ARKVORY_TEST_DATABASE_URL, default postgresql://postgres@127.0.0.1:5432/test.
+# Both stores at 65,536 waiting (about 70 s), and at 65,536 and 1,048,576 (about 6 minutes).
 bench-pg: install
-	$(BIN)/python -m benchmarks.pg_bench
 	$(BIN)/python -m benchmarks.pg_scale
 
-# The queue-length figures at 65,536 and 1,048,576 waiting (about ten minutes).
 bench-pg-million: install
 	$(BIN)/python -m benchmarks.pg_scale --sizes 65536,1048576
 

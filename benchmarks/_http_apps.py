@@ -1,26 +1,20 @@
-"""The ASGI apps the HTTP benchmark serves with uvicorn: bare and with the middleware.
+"""The ASGI apps the HTTP benchmarks serve: the same host bare and behind the middleware.
 
-Both sides run the same host; the wrapped one puts ``DownloadSchedulerMiddleware`` in
-front of it. The host is what an artifact server is, a Starlette file server:
+The host is what an artifact server is, a Starlette file server: ``/files/small.bin``
+(1 KiB, below ``session_min_bytes``: per-request admission) and ``/files/large.bin``
+(64 MiB: download sessions) in the directory named by ``ARKVORY_BENCH_ROOT``
+(:func:`write_files` creates them), answered by ``FileResponse``. The host looks a file
+up once per request (``os.stat`` in a worker thread, ETag and Last-Modified as
+``FileResponse`` derives them) and keeps it in ``scope["state"]``: behind the middleware
+the resolver does the lookup and the route reuses it, so both sides do the same work
+and differ only by the middleware.
 
-- ``/files/small.bin`` (1 KiB, below ``session_min_bytes``: per-request admission) and
-  ``/files/large.bin`` (64 MiB, above it: download sessions) are files in the directory
-  named by ``ARKVORY_BENCH_ROOT`` (:func:`write_files` creates them). The route answers
-  with Starlette's ``FileResponse``, which opens and reads the file in worker threads in
-  64 KiB chunks and answers ``Range`` with ``206``. Before it, the host looks the file up
-  (``os.stat`` in a worker thread, as ``FileResponse`` does when it is given no stat)
-  and derives ``ETag`` and ``Last-Modified`` the way ``FileResponse`` does. The lookup
-  happens once per request and is remembered in ``scope["state"]``: behind the
-  middleware the resolver does it and the route reuses it, so the two sides do the same
-  work and differ only by the middleware and its resolver.
-- ``/objects/small.bin`` (1 KiB) and ``/objects/large.bin`` (1 GiB) come from memory,
-  served by a raw ASGI app, the cheapest a host can be, so that whatever the middleware
-  adds shows at full size (an informational workload, and the in-process measurements).
-  Their bytes are a repeating 256-byte pattern (byte ``i`` is ``i % 256``), as are the
-  files' bytes, so every body can be checked against :func:`expected_bytes`.
+``/objects/small.bin`` (1 KiB) and ``/objects/large.bin`` (8 MiB ranges of 1 GiB) come
+from memory through a raw ASGI app, the cheapest host there is, for the in-process
+figures: whatever the middleware adds shows there at full size. Every body is a
+repeating 256-byte pattern, so the benchmarks check it against :func:`expected_bytes`.
 
-Run one server with ``python -m benchmarks._http_apps bare|wrapped --port N``; it calls
-``uvicorn.run`` with ``factory=True`` on :func:`bare_app` or :func:`wrapped_app`.
+``python -m benchmarks._http_apps bare|wrapped --port N`` serves one with uvicorn.
 """
 
 from __future__ import annotations
@@ -53,24 +47,10 @@ from arkvory_sched import (
 )
 
 __all__ = [
-    "CHUNK_SIZE",
-    "FACTORIES",
-    "FILE_LARGE_PATH",
-    "FILE_LARGE_SIZE",
-    "FILE_SMALL_PATH",
-    "LARGE_PATH",
-    "LARGE_SIZE",
-    "ROOT_VARIABLE",
-    "SMALL_PATH",
-    "SMALL_SIZE",
     "bare_app",
     "bare_memory_app",
-    "benchmark_settings",
     "default_http",
     "expected_bytes",
-    "main",
-    "reference_app",
-    "resolve",
     "server_environment",
     "wrapped_app",
     "wrapped_memory_app",
@@ -103,7 +83,7 @@ PRINCIPAL: Final = "bench-service"
 _PERIOD: Final = 256
 _PATTERN: Final = bytes(range(_PERIOD)) * (CHUNK_SIZE // _PERIOD + 1)
 _ALIGNED_CHUNK: Final = _PATTERN[:CHUNK_SIZE]
-_RANGE: Final = re.compile(r"bytes=(\d*)-(\d*)")
+_RANGE: Final = re.compile(r"bytes=(\d+)-(\d+)")
 
 
 def expected_bytes(start: int, length: int) -> bytes:
@@ -146,66 +126,26 @@ def _chunk(offset: int, length: int) -> bytes:
     return expected_bytes(offset, length)
 
 
-def _single_range(header: str, size: int) -> tuple[int, int] | bool | None:
-    """``(first, last)`` for one satisfiable range, ``None`` to send the whole object
-    (no range, several, or a form the app ignores), ``False`` when unsatisfiable."""
-    match = _RANGE.fullmatch(header.strip())
-    if match is None:
-        return None
-    first_text, last_text = match.groups()
-    if not first_text:
-        if not last_text:
-            return None
-        suffix = int(last_text)
-        return (max(0, size - suffix), size - 1) if suffix and size else False
-    first = int(first_text)
-    last = int(last_text) if last_text else size - 1
-    if last_text and last < first:
-        return None
-    if first >= size:
-        return False
-    return first, min(last, size - 1)
-
-
 async def _serve_object(scope: Scope, receive: Receive, send: Send) -> None:
+    """An object from memory: whole, or the one range ``bytes=FIRST-LAST`` asked for
+    (the only form the benchmarks send), in 64 KiB messages as ``FileResponse`` sends."""
     obj = _OBJECTS.get(scope["path"])
-    if obj is None or scope["method"] not in ("GET", "HEAD"):
-        status = 404 if obj is None else 405
-        await send({"type": "http.response.start", "status": status, "headers": []})
+    if obj is None:
+        await send({"type": "http.response.start", "status": 404, "headers": []})
         await send({"type": "http.response.body", "body": b""})
         return
-    range_header: str | None = None
-    if_none_match: str | None = None
-    for name, value in scope["headers"]:
-        if name == b"range":
-            range_header = value.decode("latin-1")
-        elif name == b"if-none-match":
-            if_none_match = value.decode("latin-1")
     headers = [(b"etag", obj.etag_header), (b"accept-ranges", b"bytes")]
-    if if_none_match is not None and obj.etag in (p.strip() for p in if_none_match.split(",")):
-        await send({"type": "http.response.start", "status": 304, "headers": headers})
-        await send({"type": "http.response.body", "body": b""})
-        return
     first, last, status = 0, obj.size - 1, 200
-    if range_header is not None:
-        chosen = _single_range(range_header, obj.size)
-        if chosen is False:
-            headers.append((b"content-range", f"bytes */{obj.size}".encode()))
-            headers.append((b"content-length", b"0"))
-            await send({"type": "http.response.start", "status": 416, "headers": headers})
-            await send({"type": "http.response.body", "body": b""})
-            return
-        if isinstance(chosen, tuple):
-            first, last, status = chosen[0], chosen[1], 206
+    for name, value in scope["headers"]:
+        matched = _RANGE.fullmatch(value.decode("latin-1")) if name == b"range" else None
+        if matched:
+            first, last, status = int(matched[1]), min(int(matched[2]), obj.size - 1), 206
             headers.append((b"content-range", f"bytes {first}-{last}/{obj.size}".encode()))
     length = last - first + 1
     headers.append((b"content-type", b"application/octet-stream"))
     headers.append((b"content-length", str(length).encode()))
     await send({"type": "http.response.start", "status": status, "headers": headers})
-    if scope["method"] == "HEAD":
-        await send({"type": "http.response.body", "body": b""})
-        return
-    if obj.size == SMALL_SIZE and length == SMALL_SIZE:
+    if length == SMALL_SIZE:
         await send({"type": "http.response.body", "body": _SMALL_BODY})
         return
     offset, end = first, last + 1
@@ -218,15 +158,9 @@ async def _serve_object(scope: Scope, receive: Receive, send: Send) -> None:
 
 
 def server_environment(root: Path) -> dict[str, str]:
-    """The environment of a benchmark's server process: files from ``root``, and the code
-    of this checkout.
-
-    The project is installed in editable mode, so an interpreter finds the package of
-    whichever checkout was installed, not necessarily this one. A benchmark run from a
-    second worktree (to compare two versions side by side) would then time the installed
-    version in its servers while its in-process part timed its own. ``src`` of this tree
-    comes first on the path, so every part measures the same code.
-    """
+    """A server's environment: files from ``root``, and ``src`` of this tree first on
+    the path, so a run from a second worktree measures its own code in its servers, not
+    the checkout the editable install names."""
     project = Path(__file__).resolve().parent.parent
     path = os.pathsep.join((str(project / "src"), str(project)))
     return {**os.environ, "PYTHONPATH": path, ROOT_VARIABLE: str(root)}
@@ -310,41 +244,11 @@ class _FileHost:
         )
 
 
-async def _lifespan(receive: Receive, send: Send) -> None:
-    while True:
-        message = await receive()
-        if message["type"] == "lifespan.startup":
-            await send({"type": "lifespan.startup.complete"})
-        elif message["type"] == "lifespan.shutdown":
-            await send({"type": "lifespan.shutdown.complete"})
-            return
-
-
-async def _memory_app(scope: Scope, receive: Receive, send: Send) -> None:
-    """The in-memory objects alone (in-process measurements)."""
-    if scope["type"] == "http":
-        await _serve_object(scope, receive, send)
-    elif scope["type"] == "lifespan":
-        await _lifespan(receive, send)
-
-
 def _file_host() -> _FileHost:
     root = os.environ.get(ROOT_VARIABLE)
     if not root:
         raise RuntimeError(f"{ROOT_VARIABLE} must name the directory of the served files")
     return _FileHost(Path(root))
-
-
-def _host_app(files: _FileHost) -> ASGIApp:
-    """In-memory objects on ``/objects/``, Starlette with the files (and lifespan) else."""
-
-    async def app(scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["path"].startswith("/objects/"):
-            await _serve_object(scope, receive, send)
-        else:
-            await files.app(scope, receive, send)
-
-    return app
 
 
 def _resolver(files: _FileHost | None) -> Callable[[Scope], Awaitable[DownloadTarget | None]]:
@@ -353,15 +257,9 @@ def _resolver(files: _FileHost | None) -> Callable[[Scope], Awaitable[DownloadTa
         obj = _OBJECTS.get(scope["path"])
         if obj is not None:
             return obj.target
-        if files is not None and scope["path"].startswith(FILES_PREFIX):
-            return await files.target(scope)
-        return None
+        return None if files is None else await files.target(scope)
 
     return resolve
-
-
-resolve: Final = _resolver(None)
-"""The resolver of the in-memory objects alone."""
 
 
 def benchmark_settings() -> SchedulerSettings:
@@ -387,69 +285,29 @@ def _wrap(app: ASGIApp, files: _FileHost | None) -> ASGIApp:
 
 
 def bare_app() -> ASGIApp:
-    """The host alone: files from ``ARKVORY_BENCH_ROOT`` and the in-memory objects."""
-    return _host_app(_file_host())
+    """The file server alone, with the files of ``ARKVORY_BENCH_ROOT``."""
+    return _file_host().app
 
 
 def wrapped_app() -> ASGIApp:
-    """The host behind the middleware."""
+    """The file server behind the middleware."""
     files = _file_host()
-    return _wrap(_host_app(files), files)
-
-
-def reference_app() -> ASGIApp:
-    """The host behind the least a response-observing middleware does (a reference).
-
-    A pure-ASGI wrapper of ``send`` that adds the one header the middleware adds to every
-    response and counts the body's bytes, nothing else: no resolver, no scheduler. What
-    it costs is what wrapping ``send`` costs this host, the floor under any middleware
-    that must know how much of a response went out (R-RES-3).
-    """
-    files = _file_host()
-    host = _host_app(files)
-    extra = (b"arkvory-download-class", b"release")
-
-    async def app(scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await host(scope, receive, send)
-            return
-        sent = 0
-
-        async def counting(message: Message) -> None:
-            nonlocal sent
-            if message["type"] == "http.response.body":
-                await send(message)
-                sent += len(message.get("body", b""))
-                return
-            if message["type"] == "http.response.start":
-                message = {**message, "headers": [*message.get("headers", ()), extra]}
-            await send(message)
-
-        await host(scope, receive, counting)
-
-    return app
+    return _wrap(files.app, files)
 
 
 def bare_memory_app() -> ASGIApp:
-    """The in-memory objects alone, without the file routes (in-process measurements)."""
-    return _memory_app
+    """The in-memory objects alone (in-process measurements: no server, no lifespan)."""
+    return _serve_object
 
 
 def wrapped_memory_app() -> ASGIApp:
     """:func:`bare_memory_app` behind the middleware."""
-    return _wrap(_memory_app, None)
+    return _wrap(_serve_object, None)
 
 
 def default_http() -> str:
     """``httptools`` when it is installed (uvicorn's ``auto`` choice), else ``h11``."""
     return "httptools" if importlib.util.find_spec("httptools") is not None else "h11"
-
-
-FACTORIES: Final = {
-    "bare": "bare_app",
-    "wrapped": "wrapped_app",
-    "reference": "reference_app",
-}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -458,13 +316,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m benchmarks._http_apps", description="Serve one benchmark app."
     )
-    parser.add_argument("app", choices=tuple(FACTORIES))
+    parser.add_argument("app", choices=("bare", "wrapped"))
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--http", choices=("h11", "httptools"), default=default_http())
     args = parser.parse_args(argv)
     uvicorn.run(
-        f"benchmarks._http_apps:{FACTORIES[args.app]}",
+        f"benchmarks._http_apps:{args.app}_app",
         factory=True,
         host=args.host,
         port=args.port,

@@ -38,7 +38,6 @@ from arkvory_sched import (
     DownloadScheduler,
     Queued,
 )
-from benchmarks._pg_trace import Breakdown, StatementTrace
 from benchmarks._scale_figures import ClientFigures, PollFigures, TickSample
 from benchmarks._scale_workload import RANGE_BYTES, SESSIONS, ScaleWorkload, holder_request
 
@@ -96,35 +95,17 @@ class _Holder:
     def next_range(self, length: int) -> DownloadRequest:
         size = self.request.object_size
         end = size if length <= 0 else min(size, self.offset + length)
-        return _ranged(self.request, ByteRange(self.offset, end))
-
-
-def _ranged(request: DownloadRequest, byte_range: ByteRange) -> DownloadRequest:
-    return DownloadRequest(
-        principal=request.principal,
-        principal_kind=request.principal_kind,
-        object_id=request.object_id,
-        object_size=request.object_size,
-        byte_range=byte_range,
-        download_id=request.download_id,
-    )
+        return replace(self.request, byte_range=ByteRange(self.offset, end), ticket=None)
 
 
 class Driver:
-    """The clients of one store; ``trace`` (PostgreSQL) counts the statements of the
-    measured calls, only those of the calling task (the tick loop is not counted)."""
+    """The clients of one store (their statements per call are a test's business:
+    ``tests/postgres/test_one_round_trip.py``)."""
 
-    def __init__(
-        self,
-        scheduler: DownloadScheduler,
-        workload: ScaleWorkload,
-        pacer: Pacer,
-        trace: StatementTrace | None = None,
-    ) -> None:
+    def __init__(self, scheduler: DownloadScheduler, workload: ScaleWorkload, pacer: Pacer) -> None:
         self.scheduler = scheduler
         self.workload = workload
         self.pacer = pacer
-        self._trace = trace
         self._holders: list[_Holder] = []
         # The last ticket each polling client was given: it sends it back, as the SDK
         # does (R-TICKET-1). Only the few clients that poll have one.
@@ -141,19 +122,10 @@ class Driver:
             self._tickets[index] = decision.ticket
 
     # ------------------------------------------------------------------ calls
-    async def _timed(
-        self, request: DownloadRequest, statements: Breakdown | None = None
-    ) -> tuple[Decision, float]:
-        if self._trace is None or statements is None:
-            started = time.perf_counter()
-            decision = await self.scheduler.admit(request)
-            return decision, time.perf_counter() - started
-        with self._trace.recording(statements):
-            started = time.perf_counter()
-            decision = await self.scheduler.admit(request)
-            elapsed = time.perf_counter() - started
-        statements.calls += 1
-        return decision, elapsed
+    async def _timed(self, request: DownloadRequest) -> tuple[Decision, float]:
+        started = time.perf_counter()
+        decision = await self.scheduler.admit(request)
+        return decision, time.perf_counter() - started
 
     async def start_holders(self) -> None:
         """On the empty queue, the downloads that hold every slot: 15 of class release,
@@ -209,15 +181,13 @@ class Driver:
     async def _polls(self, plan: Plan, figures: ClientFigures) -> None:
         """The same waiter at each position polls again and again, the positions in
         turn (so a slow spell of the machine falls on all three)."""
-        statements = {label: Breakdown() for label, _, _ in plan.positions}
         for label, _, position in plan.positions:
             figures.polls[label] = PollFigures(label, position)
         for sample in range(POLL_WARMUP + plan.poll_samples):
             measured = sample >= POLL_WARMUP
             for label, index, _ in plan.positions:
                 polls = figures.polls[label]
-                counted = statements[label] if measured else None
-                decision, seconds = await self._timed(self._waiter(index), counted)
+                decision, seconds = await self._timed(self._waiter(index))
                 self._keep_ticket(index, decision)
                 if not measured:
                     continue
@@ -226,31 +196,25 @@ class Driver:
                     polls.positions.append(decision.position)
                 else:
                     polls.unexpected += 1
-        for label, breakdown in statements.items():
-            figures.polls[label].statements = sum(breakdown.count.values())
 
     async def _newcomers(self, plan: Plan, figures: ClientFigures) -> None:
         """Newcomers of the CI principals, each joining at the end of the queue."""
-        statements = Breakdown()
         for number in range(NEWCOMER_WARMUP + plan.newcomers):
-            measured = number >= NEWCOMER_WARMUP
             request = self.workload.request(plan.waiting + number)
-            decision, seconds = await self._timed(request, statements if measured else None)
-            if not measured:
+            decision, seconds = await self._timed(request)
+            if number < NEWCOMER_WARMUP:
                 continue
             figures.newcomer_seconds.append(seconds)
             if not isinstance(decision, Queued) or decision.position is not None:
                 figures.newcomer_unexpected += 1
-        figures.newcomer_statements = sum(statements.count.values())
 
     async def _ranges(self, plan: Plan, figures: ClientFigures) -> None:
         """The next range of an active download, the holders in turn; each reported."""
-        statements = Breakdown()
         holders = itertools.cycle(list(self._holders))
         for _ in range(plan.range_samples):
             holder = next(holders)
             request = holder.next_range(RANGE_BYTES)
-            decision, seconds = await self._timed(request, statements)
+            decision, seconds = await self._timed(request)
             figures.range_seconds.append(seconds)
             if not isinstance(decision, Admitted):
                 figures.range_unexpected += 1
@@ -258,7 +222,6 @@ class Driver:
             await self._delivered(decision, request)
             assert request.byte_range is not None
             holder.offset = request.byte_range.end
-        figures.range_statements = sum(statements.count.values())
 
     # ------------------------------------------------------------------ churn
     async def _churn(self, plan: Plan, figures: ClientFigures) -> None:
@@ -353,10 +316,10 @@ class MemoryPacer:
     async def step(self, measuring: bool) -> None:
         self._advance(STEP_SECONDS)
         began, started = time.monotonic(), time.perf_counter()
-        report = await self._scheduler.tick()
+        await self._scheduler.tick()
         elapsed = time.perf_counter() - started
         if measuring:
-            self.ticks.append(TickSample(began, elapsed, True, report.marked, report.expired))
+            self.ticks.append(TickSample(began, elapsed, True))
 
     async def after(self, moment: float, job: Awaitable[None]) -> None:
         await job  # no time passes within a step: the calls run one after another

@@ -1,7 +1,7 @@
 """What ``pg_scale`` measures, as plain data: sent from the server processes to the
 parent (so everything here pickles) and turned into tables by ``_scale_report``.
 
-All times are seconds (``time.perf_counter`` around one call) unless a name says ms.
+All times are seconds (``time.perf_counter`` around one call).
 """
 
 from __future__ import annotations
@@ -10,21 +10,10 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from benchmarks._core_run import quantile
 from benchmarks._machine import median
-from benchmarks.core_bench import quantile
 
-__all__ = [
-    "ChurnFigures",
-    "ClientFigures",
-    "PollFigures",
-    "PostgresExtras",
-    "SizeRun",
-    "StoreRun",
-    "TickSample",
-    "p50",
-    "p99",
-    "ratio",
-]
+__all__ = ["ChurnFigures", "ClientFigures", "PollFigures", "SizeRun", "StoreRun", "TickSample"]
 
 
 def p50(values: Sequence[float]) -> float:
@@ -51,15 +40,7 @@ class PollFigures:
     expected: int
     seconds: list[float] = field(default_factory=list)
     positions: list[int | None] = field(default_factory=list)  # as answered
-    statements: int = 0  # database statements, all measured polls together
     unexpected: int = 0  # answers other than Queued
-
-    @property
-    def answered(self) -> str:
-        seen = sorted({p for p in self.positions if p is not None})
-        if not seen:
-            return "–"
-        return f"{seen[0]:,}" if len(seen) == 1 else f"{seen[0]:,}–{seen[-1]:,}"
 
 
 @dataclass(slots=True)
@@ -67,9 +48,6 @@ class TickSample:
     started: float  # time.monotonic() when the tick began (system-wide clock)
     seconds: float
     led: bool
-    marked: int = 0
-    expired: int = 0
-    statements: dict[str, float] = field(default_factory=dict)  # name -> ms (PostgreSQL)
     lost: bool = False  # led when it began, not when it ended: the tick failed
 
 
@@ -88,9 +66,6 @@ class ChurnFigures:
     polls: dict[str, list[float]] = field(default_factory=dict)  # kind -> seconds
     unexpected: int = 0
 
-    def poll_count(self) -> int:
-        return sum(len(values) for values in self.polls.values())
-
 
 @dataclass(slots=True)
 class ClientFigures:
@@ -98,10 +73,8 @@ class ClientFigures:
 
     polls: dict[str, PollFigures] = field(default_factory=dict)
     newcomer_seconds: list[float] = field(default_factory=list)
-    newcomer_statements: int = 0
     newcomer_unexpected: int = 0
     range_seconds: list[float] = field(default_factory=list)
-    range_statements: int = 0
     range_unexpected: int = 0
     churn: ChurnFigures = field(default_factory=ChurnFigures)
 
@@ -114,7 +87,6 @@ class StoreRun:
     store: str
     clients: ClientFigures
     ticks: list[TickSample]
-    fill_seconds: float = 0.0
 
     @property
     def tick_ms(self) -> list[float]:
@@ -122,27 +94,11 @@ class StoreRun:
 
 
 @dataclass(slots=True)
-class PostgresExtras:
-    """What only the PostgreSQL store has: its fill, size, plans and processes."""
-
-    copy_seconds: float = 0.0
-    vacuum_seconds: float = 0.0
-    check_seconds: float = 0.0
-    database_bytes: int = 0
-    relations: list[tuple[str, int]] = field(default_factory=list)  # largest first
-    explain: dict[str, tuple[float, int, int]] = field(default_factory=dict)  # ms, hit, read
-    rss: dict[str, tuple[int, int]] = field(default_factory=dict)  # process -> (RSS, peak)
-    leaders: list[str] = field(default_factory=list)  # processes that led a measured tick
-    lost_leads: int = 0  # ticks, all through the size's run, that failed and lost the lead
-
-
-@dataclass(slots=True)
 class SizeRun:
-    """Both stores at one size (``waiting`` 0 is the empty queue of the run)."""
+    """Both stores at one size, and how the PostgreSQL run went."""
 
-    size: int
     waiting: int
     memory: StoreRun | None = None
     postgres: StoreRun | None = None
-    extras: PostgresExtras = field(default_factory=PostgresExtras)
+    lost_leads: int = 0  # PostgreSQL ticks, all through the size's run, that lost the lead
     seconds: float = 0.0

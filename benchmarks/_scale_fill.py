@@ -15,6 +15,7 @@ that spreads the arrivals over the same 300 s; then each polls once, as the rows
 from __future__ import annotations
 
 import math
+import re
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -24,8 +25,8 @@ import asyncpg
 
 from arkvory_sched import DownloadClass, InMemoryDownloadScheduler, Queued
 from arkvory_sched._session_keys import session_key
+from arkvory_sched.postgres import _sql as sql
 from arkvory_sched.testing import FakeClock
-from benchmarks._pg_load import FILL_COLUMNS
 from benchmarks._scale_workload import ScaleWorkload
 
 __all__ = [
@@ -47,8 +48,18 @@ CHECK_PERIOD: Final = 300.0  # far-back waiters are told to come back after 300 
 DEADLINE_HORIZON: Final = 3600.0
 GOLDEN: Final = 0.618_033_988_75  # spreads the last polls evenly over the period
 
-# The columns pg_bench's fill writes, and the moment of the first estimate (R-EST-4).
-SESSION_COLUMNS: Final = (*FILL_COLUMNS, "first_estimate_at")
+
+def _inserted_columns() -> tuple[str, ...]:
+    """The columns a newcomer's ``INSERT_SESSION`` writes, read from the statement, so
+    that a column the admission starts to write cannot be missing from the fill."""
+    found = re.search(r"INSERT INTO download_session \(([^)]*)\)", sql.INSERT_SESSION)
+    if found is None:
+        raise RuntimeError("INSERT_SESSION no longer names its columns")
+    return tuple(name.strip() for name in found[1].split(","))
+
+
+# A newcomer's columns, then those of its first poll's estimate (R-EST-4).
+SESSION_COLUMNS: Final = (*_inserted_columns(), "first_estimate", "first_estimate_at")
 
 
 def session_row(
@@ -85,8 +96,8 @@ def session_row(
         arrival,
         check_at,
         check_at + CHECK_PERIOD + DEADLINE_HORIZON,
-        now + DEADLINE_HORIZON,
-        polled,
+        polled,  # last_activity
+        now + DEADLINE_HORIZON,  # first_estimate
         polled,  # first_estimate_at: its one poll made the first estimate
     )
 

@@ -8,9 +8,8 @@ The ``server`` process admits the slot holders on the empty queue, keeps them fe
 while the parent fills the queue, and then runs the clients' measurements
 (:class:`~benchmarks._scale_driver.Driver`) when the parent sends the plan.
 
-Neither process ever holds anything per waiting download (the plan names the few
-downloads the clients use), so their memory, reported at the end, shows what the store
-itself keeps. Both record every tick with whether it led; the parent takes the ticks
+Neither process holds anything per waiting download (the plan names the few downloads
+the clients use). Both record every tick with whether it led; the parent takes the ticks
 that led in the churn's measured window, whichever process led them.
 
 Messages on the pipe: the child sends ``("ready", node)``, then ``("result",
@@ -32,12 +31,9 @@ from multiprocessing.connection import Connection
 from typing import Any, Final
 
 from arkvory_sched.postgres import PostgresScheduler
-from benchmarks._machine import process_memory
-from benchmarks._pg_trace import Breakdown, StatementTrace
 from benchmarks._scale_driver import Driver, Plan, RealPacer
 from benchmarks._scale_figures import ClientFigures, TickSample
 from benchmarks._scale_workload import ScaleWorkload, scale_settings
-from benchmarks.pg_bench import receive
 
 __all__ = ["LEADER", "SERVER", "ServerResult", "ServerSpec", "run_server", "server_process"]
 
@@ -62,8 +58,6 @@ class ServerResult:
     role: str
     node: str
     ticks: list[TickSample] = field(default_factory=list)
-    rss: int = 0
-    peak_rss: int = 0
     clients: ClientFigures | None = None
 
 
@@ -90,22 +84,18 @@ async def _serve(spec: ServerSpec, pipe: Connection) -> ServerResult:
         migrate=False,
     )
     result = ServerResult(spec.role, node)
-    trace = StatementTrace()
-    trace.install()
     stop = asyncio.Event()
-    ticker = asyncio.create_task(_tick_loop(scheduler, stop, result.ticks, trace))
+    ticker = asyncio.create_task(_tick_loop(scheduler, stop, result.ticks))
     try:
         if spec.role == LEADER:
             await _until_leading(scheduler)
             pipe.send(("ready", node))
             await asyncio.to_thread(pipe.recv)
         else:
-            result.clients = await _run_clients(spec, scheduler, pipe, node, trace)
+            result.clients = await _run_clients(spec, scheduler, pipe, node)
     finally:
         stop.set()
         await ticker
-        trace.uninstall()
-    result.rss, result.peak_rss = process_memory()
     await scheduler.disconnect()
     return result
 
@@ -115,10 +105,9 @@ async def _run_clients(
     scheduler: PostgresScheduler,
     pipe: Connection,
     node: str,
-    trace: StatementTrace,
 ) -> ClientFigures:
     pacer = RealPacer(spec.settle_seconds)
-    driver = Driver(scheduler, ScaleWorkload(spec.waiting), pacer, trace)
+    driver = Driver(scheduler, ScaleWorkload(spec.waiting), pacer)
     await driver.start_holders()
     async with pacer.quiet(driver):  # the holders keep fetching during the fill
         pipe.send(("ready", node))
@@ -128,26 +117,17 @@ async def _run_clients(
 
 
 async def _tick_loop(
-    scheduler: PostgresScheduler,
-    stop: asyncio.Event,
-    ticks: list[TickSample],
-    trace: StatementTrace,
+    scheduler: PostgresScheduler, stop: asyncio.Event, ticks: list[TickSample]
 ) -> None:
-    """The tick every server process runs (as the middleware's lifespan does), timed,
-    with the time of each statement it sent (where a slow tick spends it)."""
+    """The tick every server process runs (as the middleware's lifespan does), timed."""
     while not stop.is_set():
-        statements = Breakdown()
         leading = scheduler.is_leader
         began, started = time.monotonic(), time.perf_counter()
-        with trace.recording(statements):
-            report = await scheduler.tick()
+        report = await scheduler.tick()
         elapsed = time.perf_counter() - started
         # A tick that fails (database trouble) steps down: it was still the leader's.
         led = leading or scheduler.is_leader
-        sample = TickSample(began, elapsed, led, report.marked, report.expired)
-        sample.statements = dict(statements.ms)
-        sample.lost = leading and not scheduler.is_leader
-        ticks.append(sample)
+        ticks.append(TickSample(began, elapsed, led, leading and not scheduler.is_leader))
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), report.next_tick_in)
 
@@ -158,6 +138,17 @@ async def _until_leading(scheduler: PostgresScheduler) -> None:
         if time.monotonic() > deadline:
             raise RuntimeError("the leader process did not take the leader lease")
         await asyncio.sleep(0.05)
+
+
+def receive(pipe: Connection, process: Any, timeout: float) -> Any:
+    """The next message of a server process; fails at once when the process died."""
+    deadline = time.monotonic() + timeout
+    while not pipe.poll(0.2):
+        if not process.is_alive() and not pipe.poll(0):
+            raise RuntimeError(f"server process {process.pid} exited ({process.exitcode})")
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"server process {process.pid} did not answer in {timeout:.0f} s")
+    return pipe.recv()
 
 
 @dataclass(slots=True)

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from arkvory_sched import ByteRange, DownloadRequest, PrincipalKind, SchedulerSettings
-from benchmarks.core_bench import object_size
+from benchmarks._core_run import object_size
 
 __all__ = [
     "CI_PRINCIPALS",

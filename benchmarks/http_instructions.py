@@ -1,17 +1,13 @@
 """Instructions a real uvicorn server executes per response, bare and with the middleware.
 
-The wall-clock benchmarks (``http_bench``) measure what a user gets, but on a shared
-2-CPU machine two runs of the same server differ by several percent, more than the 2 %
-a middleware may cost an 8 MiB range. This one counts instead of timing: each server
-runs under valgrind's callgrind, which counts the instructions the process executes
-(every thread, interpreter, libraries and all), and curl downloads a fixed number of
-responses from it over loopback. The count is the same whatever else the machine does,
-so the bare app, the reference send wrapper and the middleware compare to a few tenths
-of a percent.
-
-What a count leaves out, and why the wall-clock figures stay the acceptance
-measurement: time in the kernel (socket and file copies), and what cache misses and
-context switches cost beyond the instructions that suffer them.
+On a shared 2-CPU machine two wall-clock runs of the same server differ by several per
+cent, more than the 2 % a middleware may cost an 8 MiB range (ADR 0014). This counts
+instead of timing: each server runs under valgrind's callgrind, which counts the
+instructions the process executes (every thread, the interpreter, libraries and all),
+and curl downloads a fixed number of responses from it over loopback. The count is the
+same whatever else the machine does, so bare and wrapped compare to a few tenths of a
+per cent. What a count leaves out is time in the kernel and what cache misses and
+context switches cost; ``http_bench`` shows those in one wall-clock run of each.
 
 Timers run in wall-clock time, and under valgrind a response takes about fifty times
 longer, so everything periodic (uvicorn's 0.1 s housekeeping, the middleware's 500 ms
@@ -20,13 +16,12 @@ also counted idle for a few seconds, and that rate times the load's duration is 
 off the load's count. The tick loop's own cost at real speed is reported beside.
 
 Run: ``python -m benchmarks.http_instructions`` (``make bench-instructions``); needs
-valgrind and curl. About seven minutes on two CPUs.
+valgrind and curl. About five minutes on two CPUs.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import datetime as dt
 import platform
 import shutil
@@ -40,15 +35,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from benchmarks._http_apps import (
-    FILE_SMALL_PATH,
-    default_http,
-    server_environment,
-    write_files,
-)
+from benchmarks._http_apps import default_http, write_files
 from benchmarks._machine import cpu_count, cpu_model, load_average, median
 from benchmarks._report import package_version, write_section
-from benchmarks.http_bench import HOST, RANGE_HEADER, Workload, fetch, free_port
+from benchmarks.http_bench import HOST, RANGE_HEADER, Workload, server
 from benchmarks.http_bench import WORKLOADS as HTTP_WORKLOADS
 
 __all__ = ["Count", "main", "measure"]
@@ -56,7 +46,7 @@ __all__ = ["Count", "main", "measure"]
 PROJECT_ROOT: Final = Path(__file__).resolve().parent.parent
 RESULTS: Final = PROJECT_ROOT / "benchmarks" / "RESULTS.md"
 HEADING: Final = "## HTTP middleware, instructions per response (callgrind)"
-APPS: Final = ("bare", "reference", "wrapped")
+APPS: Final = ("bare", "wrapped")
 IDLE_SECONDS: Final = 8.0
 READY_TIMEOUT_S: Final = 300.0  # the interpreter starts slowly under valgrind
 TICKS_PER_SECOND: Final = 2.0  # the middleware's tick loop at its base interval
@@ -135,39 +125,9 @@ def _curl(port: int, workload: Workload, count: int, scratch: Path) -> None:
 
 def measure(app: str, workload: Workload, root: Path, scratch: Path) -> Count:
     """Start ``app`` under callgrind, warm it up, count it idle, then under load."""
-    port = free_port()
-    prefix = f"callgrind-{app}-{workload.key}-{port}"
-    log = (scratch / f"{prefix}.log").open("wb")
-    process = subprocess.Popen(
-        [
-            "valgrind",
-            "--tool=callgrind",
-            f"--callgrind-out-file={scratch / prefix}.%p",
-            sys.executable,
-            "-m",
-            "benchmarks._http_apps",
-            app,
-            "--host",
-            HOST,
-            "--port",
-            str(port),
-            "--http",
-            default_http(),
-        ],
-        cwd=PROJECT_ROOT,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        env=server_environment(root),
-    )
-    try:
-        deadline = time.monotonic() + READY_TIMEOUT_S
-        while True:
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"the {app} server did not start under valgrind")
-            with contextlib.suppress(OSError):
-                if fetch(port, FILE_SMALL_PATH, ())[0] == 200:
-                    break
-            time.sleep(0.5)
+    prefix = f"callgrind-{app}-{workload.key}-{time.monotonic_ns()}"
+    valgrind = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={scratch / prefix}.%p"]
+    with server(app, root, scratch, valgrind, READY_TIMEOUT_S) as (process, port):
         _curl(port, workload, WARMUP[workload.key], scratch)  # the wrapped session starts here
 
         def counted(action: Callable[[], None]) -> tuple[int, float]:
@@ -181,14 +141,6 @@ def measure(app: str, workload: Workload, root: Path, scratch: Path) -> Count:
 
         idle, idle_seconds = counted(lambda: time.sleep(IDLE_SECONDS))
         load, load_seconds = counted(lambda: _curl(port, workload, REQUESTS[workload.key], scratch))
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        log.close()
     return Count(app, workload, load, load_seconds, idle, idle_seconds)
 
 
@@ -238,7 +190,7 @@ def render(counts: Sequence[Count], repeats: int, started: dt.datetime) -> str:
                 summary.append(
                     f"- {workload.title}: the middleware adds {share * 100:.2f} % of the "
                     f"server's instructions per response (the target allows a "
-                    f"{(workload.target_loss or 0) * 100:g} % throughput loss)."
+                    f"{workload.target_loss * 100:g} % throughput loss)."
                 )
     wrapped_idle = [c.idle_rate for c in counts if c.app == "wrapped"]
     bare_idle = [c.idle_rate for c in counts if c.app == "bare"]
@@ -255,9 +207,7 @@ def render(counts: Sequence[Count], repeats: int, started: dt.datetime) -> str:
 
 _LIMITS: Final = (
     "A count is work, not time: kernel time and what cache misses and context switches "
-    "cost are not in it. The throughput targets are judged by the wall-clock runs "
-    "above (`make bench-http-at-once`); these counts say how much of their gap the "
-    "middleware's own code can explain."
+    'cost are not in it (the wall-clock run, section "HTTP middleware", shows them).'
 )
 
 

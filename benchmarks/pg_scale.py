@@ -1,21 +1,19 @@
-"""The shared queue at a million waiting: ``PostgresScheduler`` side by side with
-``InMemoryDownloadScheduler`` at 65,536 and 1,048,576 waiting downloads (issue #17).
+"""The shared queue at 65,536 and 1,048,576 waiting: ``PostgresScheduler`` side by side
+with ``InMemoryDownloadScheduler`` in the same run.
 
-Run with ``python -m benchmarks.pg_scale`` (65,536 waiting; ``make bench-pg`` runs it
-after ``pg_bench``) or ``--sizes 65536,1048576`` (``make bench-pg-million``, about ten
-minutes on two CPUs); ``--help`` lists the options and
-``benchmarks/README.md`` explains the workload and every figure. Needs a PostgreSQL
-server (``$ARKVORY_TEST_DATABASE_URL``, default
-``postgresql://postgres@127.0.0.1:5432/test``).
+Run with ``python -m benchmarks.pg_scale`` (65,536 waiting, ``make bench-pg``) or
+``--sizes 65536,1048576`` (``make bench-pg-million``, about ten minutes on two CPUs);
+``benchmarks/README.md`` explains the workload. Needs a PostgreSQL server
+(``$ARKVORY_TEST_DATABASE_URL``, default ``postgresql://postgres@127.0.0.1:5432/test``).
 
-Each size, the empty queue (0) first: the in-memory store is filled through ``admit`` on
-a ``FakeClock`` and measured; then a throwaway schema is migrated, two server processes
-start (the leader, and a server that admits the slot holders and later runs the
-clients), the parent fills the queue with ``COPY``, measures the database's size and
-``EXPLAIN``s the poll's position statement, and the server runs the same clients as in
-memory: polls at the first, middle and last position, newcomers, range admissions, and
-the steady churn during which the leader's ticks are taken. The schema is dropped
-however the size ends.
+Each size: the in-memory store is filled through ``admit`` on a ``FakeClock`` and
+measured; then a throwaway schema is migrated, two server processes start (the leader,
+and a server that admits the slot holders and later runs the clients), the parent fills
+the queue with ``COPY``, and the server runs the same clients as in memory: polls at the
+first, middle and last position, newcomers, range admissions, and the steady churn
+during which the leader's ticks are taken. The schema is dropped however the size ends.
+How many statements each call sends is not measured here but asserted by
+``tests/postgres/test_one_round_trip.py``.
 """
 
 from __future__ import annotations
@@ -23,7 +21,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
-import json
 import os
 import random
 import signal
@@ -37,19 +34,10 @@ from typing import Final
 import asyncpg
 
 from arkvory_sched import InMemoryDownloadScheduler, generate_key
-from arkvory_sched._session_keys import session_key
-from arkvory_sched.postgres import _sql as sql
-from arkvory_sched.postgres._leader import PLACE_BUCKET, exact_head
+from arkvory_sched.postgres._leader import PLACE_BUCKET
 from arkvory_sched.testing import FakeClock
 from benchmarks._machine import load_average
-from benchmarks._report import write_section
-from benchmarks._scale_driver import NEWCOMER_WARMUP, Driver, MemoryPacer, Plan
-from benchmarks._scale_figures import PostgresExtras, SizeRun, StoreRun
-from benchmarks._scale_fill import fill_memory, fill_postgres
-from benchmarks._scale_report import ScaleRun, heading, problems, render
-from benchmarks._scale_server import LEADER, SERVER, ServerSpec, server_process
-from benchmarks._scale_workload import SESSIONS, ScaleWorkload, scale_settings, waiting_for
-from benchmarks.pg_bench import (
+from benchmarks._pg import (
     DEFAULT_DSN,
     DSN_VARIABLE,
     exit_on_sigterm,
@@ -58,6 +46,13 @@ from benchmarks.pg_bench import (
     run_async,
     throwaway_schema,
 )
+from benchmarks._report import write_section
+from benchmarks._scale_driver import NEWCOMER_WARMUP, Driver, MemoryPacer, Plan
+from benchmarks._scale_figures import SizeRun, StoreRun
+from benchmarks._scale_fill import fill_memory, fill_postgres
+from benchmarks._scale_report import ScaleRun, heading, problems, render
+from benchmarks._scale_server import LEADER, SERVER, ServerSpec, server_process
+from benchmarks._scale_workload import ScaleWorkload, scale_settings, waiting_for
 
 __all__ = ["main"]
 
@@ -70,7 +65,6 @@ HEAD_LIST: Final = 256  # waiters the churn's head clients may get to, in servic
 FAR_SAMPLES: Final = 200
 FILL_TIMEOUT_S: Final = 1_800.0
 MEASURE_TIMEOUT_S: Final = 1_800.0
-EXPLAIN_RUNS: Final = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,28 +151,19 @@ async def measure_memory(workload: ScaleWorkload, plan: Plan) -> StoreRun:
         clients = await driver.measure(plan)
     finally:
         gc.unfreeze()
-    return StoreRun("in memory", clients, pacer.ticks, fill_seconds)
+    log(f"  in memory: filled in {fill_seconds:.0f} s")
+    return StoreRun("in memory", clients, pacer.ticks)
 
 
 # ====================================================================== PostgreSQL
-async def _prepare(
-    dsn: str, schema: str, workload: ScaleWorkload, plan: Plan, extras: PostgresExtras
-) -> float:
-    """Fill (when the size has waiters), then the database's size and the plans of the
-    poll's position statement; returns the fill's seconds."""
+async def _prepare(dsn: str, schema: str, workload: ScaleWorkload) -> float:
+    """Fill the queue and wait for the leader to fold it; returns the fill's seconds."""
     connection = await asyncpg.connect(dsn, server_settings={"search_path": schema})
     try:
         started = time.perf_counter()
-        if workload.waiting:
-            fill = await fill_postgres(connection, workload)
-            extras.copy_seconds, extras.vacuum_seconds = fill.copy_seconds, fill.vacuum_seconds
-            extras.check_seconds = fill.check_seconds
+        await fill_postgres(connection, workload)
         await folded(connection)
-        fill_seconds = time.perf_counter() - started
-        extras.database_bytes, extras.relations = await database_size(connection, schema)
-        for label, index, _ in plan.positions:
-            extras.explain[label] = await explain_position(connection, workload, index)
-        return fill_seconds
+        return time.perf_counter() - started
     finally:
         await connection.close()
 
@@ -202,46 +187,7 @@ async def folded(conn: asyncpg.Connection) -> None:
     await conn.execute("VACUUM (ANALYZE) queue_change, place_bucket")
 
 
-async def database_size(conn: asyncpg.Connection, schema: str) -> tuple[int, list[tuple[str, int]]]:
-    """Every table (heap, TOAST, maps) and index of the schema: total bytes, and each
-    relation's, largest first."""
-    rows = await conn.fetch(
-        "SELECT c.relname, CASE c.relkind WHEN 'i' THEN pg_relation_size(c.oid) "
-        "ELSE pg_table_size(c.oid) END AS bytes "
-        "FROM pg_class AS c JOIN pg_namespace AS n ON n.oid = c.relnamespace "
-        "WHERE n.nspname = $1 AND c.relkind IN ('r', 'i') ORDER BY bytes DESC, c.relname",
-        schema,
-    )
-    relations = [(str(row["relname"]), int(row["bytes"])) for row in rows]
-    return sum(size for _, size in relations), relations
-
-
-async def explain_position(
-    conn: asyncpg.Connection, workload: ScaleWorkload, index: int
-) -> tuple[float, int, int]:
-    """The execution time (median of three runs, ms) of the ``POSITION`` statement for
-    one waiter, and the shared buffers its last run hit and read."""
-    request = workload.request(index)
-    key = session_key(
-        request.principal, request.object_id, request.download_id, request.client_address
-    )
-    times: list[float] = []
-    hit = read = 0
-    for _ in range(EXPLAIN_RUNS):
-        text = await conn.fetchval(
-            "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + sql.POSITION, key, exact_head(SESSIONS)
-        )
-        plan = json.loads(text)[0]
-        times.append(float(plan["Execution Time"]))
-        hit = int(plan["Plan"].get("Shared Hit Blocks", 0))
-        read = int(plan["Plan"].get("Shared Read Blocks", 0))
-    return sorted(times)[len(times) // 2], hit, read
-
-
-def measure_postgres(
-    dsn: str, workload: ScaleWorkload, plan: Plan
-) -> tuple[StoreRun, PostgresExtras]:
-    extras = PostgresExtras()
+def measure_postgres(dsn: str, workload: ScaleWorkload, plan: Plan, result: SizeRun) -> None:
     with throwaway_schema(dsn, "scale") as schema:
 
         def spec(role: str) -> ServerSpec:
@@ -251,10 +197,8 @@ def measure_postgres(
             leader.ready()
             with server_process(spec(SERVER)) as server:
                 server.ready()
-                fill_seconds = run_async(
-                    _prepare(dsn, schema, workload, plan, extras), FILL_TIMEOUT_S
-                )
-                log(f"  filled in {fill_seconds:.0f} s; the clients run …")
+                seconds = run_async(_prepare(dsn, schema, workload), FILL_TIMEOUT_S)
+                log(f"  PostgreSQL: filled in {seconds:.0f} s; the clients run …")
                 server.pipe.send(("go", plan))
                 served = server.expect("result", MEASURE_TIMEOUT_S)
             leader.pipe.send(("stop", None))
@@ -263,34 +207,24 @@ def measure_postgres(
     assert clients is not None
     start, end = clients.churn.window
     ticks = []
-    for result in (led, served):
-        extras.rss[f"{result.role} process"] = (result.rss, result.peak_rss)
-        extras.lost_leads += sum(t.lost for t in result.ticks)
-        mine = [t for t in result.ticks if t.led and start <= t.started < end]
-        if mine:
-            extras.leaders.append(f"{result.role} process")
-        ticks += mine
+    for process in (led, served):
+        result.lost_leads += sum(t.lost for t in process.ticks)
+        ticks += [t for t in process.ticks if t.led and start <= t.started < end]
     ticks.sort(key=lambda t: t.started)
-    return StoreRun("PostgreSQL", clients, ticks, fill_seconds), extras
+    result.postgres = StoreRun("PostgreSQL", clients, ticks)
 
 
 # ====================================================================== sizes
-def measure_size(dsn: str, size: int, effort: Effort, seed: int, run: ScaleRun) -> SizeRun:
-    waiting = waiting_for(size)
-    workload = ScaleWorkload(waiting)
+def measure_size(dsn: str, size: int, effort: Effort, seed: int) -> SizeRun:
+    workload = ScaleWorkload(waiting_for(size))
     plan = make_plan(workload, effort, seed)
-    result = SizeRun(size, waiting)
+    result = SizeRun(workload.waiting)
     began = time.perf_counter()
-    name = "empty queue" if not waiting else f"{waiting:,} waiting"
-    log(f"{name}: in memory …")
-    started = time.perf_counter()
+    log(f"{workload.waiting:,} waiting: in memory …")
     result.memory = run_async(measure_memory(workload, plan), MEASURE_TIMEOUT_S)
-    run.phases.append((f"{name}, in memory", time.perf_counter() - started))
     gc.collect()
-    log(f"{name}: PostgreSQL …")
-    started = time.perf_counter()
-    result.postgres, result.extras = measure_postgres(dsn, workload, plan)
-    run.phases.append((f"{name}, PostgreSQL", time.perf_counter() - started))
+    log(f"{workload.waiting:,} waiting: PostgreSQL …")
+    measure_postgres(dsn, workload, plan, result)
     result.seconds = time.perf_counter() - began
     return result
 
@@ -309,7 +243,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m benchmarks.pg_scale",
         description="The PostgreSQL queue at 65,536 and 1,048,576 waiting, beside the "
-        "in-memory queue (issue #17).",
+        "in-memory queue.",
     )
     parser.add_argument(
         "--dsn", default=None, help=f"database (default ${DSN_VARIABLE} or {DEFAULT_DSN})"
@@ -319,7 +253,7 @@ def build_parser() -> argparse.ArgumentParser:
         type=parse_sizes,
         default=DEFAULT_SIZES,
         help="waiting downloads, comma-separated (default 65536; 65536,1048576 for the "
-        "million, as make bench-pg-million runs it); the empty queue is always measured",
+        "million, as make bench-pg-million runs it)",
     )
     parser.add_argument(
         "--quick", action="store_true", help="few calls and a short churn, print only"
@@ -330,9 +264,6 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="markdown file whose section of these sizes is replaced (default "
         "benchmarks/RESULTS.md, none with --quick)",
-    )
-    parser.add_argument(
-        "--label", default="", help="added to the section's heading, e.g. 'before issue #17'"
     )
     parser.add_argument(
         "--seed", type=int, default=SEED, help=f"seed of the far-back waiters (default {SEED})"
@@ -348,21 +279,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     sizes: tuple[int, ...] = args.sizes
     effort = QUICK if args.quick else FULL
     output: Path | None = args.output or (None if args.quick else RESULTS_PATH)
-    run = ScaleRun(effort=effort.describe(), seed=args.seed, label=args.label)
+    run = ScaleRun(effort=effort.describe(), seed=args.seed)
     reached = reach_server(dsn)
     if reached is None:
         return 2
     run.server_version, run.server_settings = reached
     load_before = load_average()
     began = time.perf_counter()
-    for size in (0, *sizes):
-        run.sizes.append(measure_size(dsn, size, effort, args.seed, run))
+    for size in sizes:
+        run.sizes.append(measure_size(dsn, size, effort, args.seed))
     wall = time.perf_counter() - began
-    title = heading([waiting_for(size) for size in sizes], args.label)
-    section = render(run, title, args_list, wall, (load_before, load_average()))
+    section = render(run, args_list, wall, f"{load_before}; {load_average()}")
     print(section)
     if output is not None:
-        write_section(output, title, section)
+        write_section(output, heading([s.waiting for s in run.sizes]), section)
         log(f"written to {output}")
     found = problems(run)
     for problem in found:

@@ -15,6 +15,7 @@ from typing import Final
 
 from ._checkpoint import CHECKPOINT_SUFFIX
 from ._render import PROG
+from ._version import installed_version
 
 __all__ = [
     "CLASSES",
@@ -112,6 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("--version", action="version", version=f"{PROG} {installed_version()}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     download = commands.add_parser(
         "download",

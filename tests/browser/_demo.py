@@ -14,9 +14,10 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Coroutine, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 import httpx
 import pytest
@@ -26,6 +27,8 @@ from arkvory_client import Client
 from arkvory_sched.api import API_PREFIX
 from tests.integration.conftest import DemoServer, write_pattern_file
 from tests.pg import drop_schema, new_schema, require_database
+
+T = TypeVar("T")
 
 OPERATOR_TOKEN: Final = "op-olga"
 SECOND_OPERATOR_TOKEN: Final = "op-oscar"
@@ -84,6 +87,7 @@ class PageDemo(DemoServer):
         self.api_url = f"{self.base_url}{API_PREFIX}"
         self.page_url = f"{self.base_url}{PAGE_PATH}"
         self.schema = schema
+        self.database_url = database_url
 
     def api(self, path: str, token: str = OPERATOR_TOKEN) -> Any:
         """GET a document of the operator API."""
@@ -156,6 +160,16 @@ class Downloads:
             thread.join(15.0)
 
 
+def wait_for(page: Page, expression: str, timeout: float = 15.0) -> None:
+    """Until ``expression`` is true in the page. ``page.wait_for_function`` cannot do it
+    here: it polls by evaluating a string, which the page's policy (no eval) refuses."""
+    deadline = time.monotonic() + timeout
+    while not page.evaluate(f"() => Boolean({expression})"):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {expression}")
+        page.wait_for_timeout(100)
+
+
 def log_in(page: Page, server: PageDemo, token: str = OPERATOR_TOKEN) -> None:
     """Log in through the demo's login form and land on the operator page."""
     page.goto(f"{server.base_url}/login?next={PAGE_PATH}")
@@ -165,11 +179,18 @@ def log_in(page: Page, server: PageDemo, token: str = OPERATOR_TOKEN) -> None:
     page.locator("#classes tbody tr").first.wait_for()
 
 
-@pytest.fixture(scope="session")
+def _run_apart(coroutine: Coroutine[Any, Any, T]) -> T:
+    """Run a coroutine to its end in a thread of its own: Playwright's synchronous API
+    keeps an event loop running in the test's thread, where ``asyncio.run`` refuses."""
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, coroutine).result()
+
+
+@pytest.fixture(scope="package")
 def busy_demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PageDemo]:
-    """One demo process with a busy queue for the whole browser session."""
+    """One demo process with a busy queue for all the browser tests."""
     url = require_database()
-    schema = asyncio.run(new_schema("page"))
+    schema = _run_apart(new_schema("page"))
     root = tmp_path_factory.mktemp("served")
     scratch = tmp_path_factory.mktemp("downloaded")
     server = PageDemo(root, root.parent / "page-demo.log", database_url=url, schema=schema)
@@ -182,4 +203,4 @@ def busy_demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PageDemo]:
     finally:
         downloads.stop()
         server.stop()
-        asyncio.run(drop_schema(schema))
+        _run_apart(drop_schema(schema))

@@ -37,11 +37,9 @@ PHONE: ViewportSize = {"width": 390, "height": 844}
 def browser() -> Iterator[Browser]:
     """One headless Chromium per test module; each test gets its own context.
 
-    Not one per session: while Playwright's synchronous API is open, its event loop
-    counts as running in the main thread, and every ``anyio`` test collected after the
-    browser modules (``tests/client``, ``tests/contract``…) would fail with "Cannot run
-    the event loop while another loop is running". Closed at the end of each module,
-    the loop is gone before the next module's tests.
+    Not per session: Playwright's synchronous API keeps its event loop running in this
+    thread for as long as it is started, and the suite's async tests (anyio) that
+    run after the browser tests need the thread's loop slot free again.
     """
     if not CHROMIUM.is_file():
         reason = f"{CHROMIUM} is missing: `make test` installs it (apt-get install chromium)"

@@ -6,6 +6,7 @@ The settings contract itself runs on SQLite in tests/contract/test_settings_stor
 from __future__ import annotations
 
 import os
+import sqlite3
 import stat
 import subprocess
 import sys
@@ -27,7 +28,7 @@ from arkvory_sched.sqlite import (
     load_or_create_ticket_key,
     settings_file,
 )
-from arkvory_sched.sqlite._database import named_statements
+from arkvory_sched.sqlite._database import named_statements, when_not_busy
 from tests.contract.test_settings_store_contract import all_history
 
 ROOT: Final = Path(__file__).resolve().parents[2]
@@ -162,3 +163,27 @@ def test_the_statement_file_is_read_by_name_without_its_comments() -> None:
         named_statements("-- name: one\nSELECT 1\n-- name: one\nSELECT 2\n")
     with pytest.raises(ValueError, match="'empty'"):
         named_statements("-- name: empty\n-- only a comment\n")
+
+
+def test_a_busy_file_is_tried_again_and_other_errors_are_not() -> None:
+    """SQLite's busy handler is not fair under many writers: "locked" is waited out,
+    anything else is raised at once."""
+    calls: list[int] = []
+
+    def locked_twice() -> str:
+        calls.append(1)
+        if len(calls) <= 2:
+            raise sqlite3.OperationalError("database is locked")
+        return "done"
+
+    assert when_not_busy(locked_twice) == "done"
+    assert len(calls) == 3
+
+    def broken() -> None:
+        calls.append(1)
+        raise sqlite3.OperationalError("no such table: download_settings")
+
+    calls.clear()
+    with pytest.raises(sqlite3.OperationalError, match="no such table"):
+        when_not_busy(broken)
+    assert len(calls) == 1

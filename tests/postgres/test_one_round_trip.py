@@ -3,7 +3,9 @@
 The functions of migration 0003 replace a sequence of statements, so these tests pin
 down each of their outcomes against the rows they leave, including the race that a
 sequence of statements used to handle in Python (two processes inserting the same
-newcomer), and count the statements a newcomer and a completing delivery send.
+newcomer), and count the statements a newcomer, a poll, a further range of an active
+session and a completing delivery send (the benchmarks time these calls; their round
+trips are asserted here, where no machine's load can move them).
 """
 
 from __future__ import annotations
@@ -30,7 +32,8 @@ from arkvory_sched.policy import caught_up
 from arkvory_sched.postgres import PostgresScheduler
 from arkvory_sched.postgres import _sql as sql
 from arkvory_sched.postgres import _sql_tick as tick_sql
-from tests.postgres._helpers import SIZE, download, statements_sent
+from arkvory_sched.testing import FakeClock
+from tests.postgres._helpers import MIB, SIZE, download, statements_sent
 
 pytestmark = pytest.mark.anyio
 
@@ -366,6 +369,39 @@ async def test_a_newcomer_and_its_completion_cost_one_statement_each(
 
         limited = await scheduler.admit(download("other", "dl-3"))
         assert isinstance(limited, Rejected) and limited.reason is RejectReason.PRINCIPAL_LIMIT
+    finally:
+        await scheduler.disconnect()
+
+
+async def test_a_queued_newcomer_is_one_statement_and_a_further_range_is_none(
+    database_url: str, schema: str
+) -> None:
+    """What ``pg_scale`` times and compares with the in-memory store: a newcomer behind the
+    queue is its admission alone, and the next range of a session this process serves
+    comes from its lease, without a round trip. Queue time stands still (``FakeClock``),
+    so the queue snapshot a first newcomer reads is still fresh for the second."""
+    scheduler = await PostgresScheduler.connect(
+        database_url,
+        schema=schema,
+        migrate=False,
+        pool_size=2,
+        settings=SchedulerSettings(sessions=1, reserve=0),
+        clock=FakeClock(),
+    )
+    first, second = ByteRange(0, MIB, RangeKind.BOUNDED), ByteRange(MIB, 2 * MIB, RangeKind.BOUNDED)
+    try:
+        active = await scheduler.admit(download("agent", "dl-1", first))
+        assert isinstance(active, Admitted)
+        await scheduler.report(active.grant, Delivered(first))
+        assert isinstance(await scheduler.admit(download("other", "dl-2")), Queued)
+        with statements_sent() as sent:
+            newcomer = await scheduler.admit(download("third", "dl-3"))
+        assert isinstance(newcomer, Queued) and newcomer.position is None
+        assert sent == [" ".join(sql.ADMIT_SESSION.split())]
+        with statements_sent() as sent:
+            further = await scheduler.admit(download("agent", "dl-1", second))
+        assert isinstance(further, Admitted)
+        assert sent == [], "the lease cache answers a further range"
     finally:
         await scheduler.disconnect()
 

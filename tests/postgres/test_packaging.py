@@ -24,6 +24,16 @@ def test_every_package_under_src_is_listed_in_pyproject() -> None:
     assert (ROOT / "migrations" / "__init__.py").is_file()
 
 
+def test_every_module_at_the_top_of_src_is_listed_in_pyproject() -> None:
+    # The server commands' launcher (_arkvory_launch.py, ADR 0026) belongs to no package,
+    # so `packages` does not ship it: a script pointing at a module missing from the
+    # wheel fails on every install.
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    listed = set(config["tool"]["setuptools"]["py-modules"])
+    assert {path.stem for path in (ROOT / "src").glob("*.py")} == listed
+    assert "_arkvory_launch" in listed
+
+
 def test_every_data_file_under_src_is_shipped_as_package_data() -> None:
     # The SQL files are read with importlib.resources: one that no package-data pattern
     # matches works from a checkout and is missing from the wheel.
@@ -33,6 +43,8 @@ def test_every_data_file_under_src_is_shipped_as_package_data() -> None:
     for path in (ROOT / "src").rglob("*"):
         if not path.is_file() or path.suffix in {".py", ".pyc"} or "__pycache__" in path.parts:
             continue
+        if any(part.endswith(".egg-info") for part in path.parts):
+            continue  # an editable install's metadata, not a package's data
         package = ".".join(path.parent.relative_to(ROOT / "src").parts)
         if not any(path.match(pattern) for pattern in patterns.get(package, [])):
             missing.append(str(path.relative_to(ROOT)))

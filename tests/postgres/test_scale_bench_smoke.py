@@ -1,9 +1,8 @@
 """``benchmarks.pg_scale`` end to end at a tiny size, so that the harness cannot rot.
 
-Its figures are issue #17's before and after: a harness that stopped running would
-leave the next measurement without a comparison. This runs the whole of it — both
-stores, the empty queue and 512 waiting, the ``COPY`` fill and its consistency check,
-two server processes, every figure — in a few seconds.
+The million-waiting figure takes ten minutes and is run by hand; a harness that stopped
+running would only be found then. This runs the whole of it, both stores, the ``COPY``
+fill and its consistency check, two server processes and the churn, in a few seconds.
 """
 
 from __future__ import annotations
@@ -12,7 +11,7 @@ import signal
 from pathlib import Path
 
 from benchmarks._scale_report import heading
-from benchmarks.pg_scale import QUICK, main
+from benchmarks.pg_scale import main
 
 from tests.pg import require_database
 
@@ -32,9 +31,5 @@ def test_the_scale_benchmark_runs_at_a_tiny_size_and_writes_its_section(tmp_path
     text = output.read_text(encoding="utf-8")
     assert "## Another benchmark\n\nkept" in text
     section = text[text.index(heading([512])) :]
-    for part in ("### Goals", "### 4. The leader's tick in steady churn", "### 6."):
-        assert part in section
-    assert "| 512 | first (1) |" in section
-    assert "| 512 | last ÷ first (p50) |" in section
-    # Range admission of an active session never asks the database (the lease cache).
-    assert f"| 0 of {QUICK.range_samples} calls |" in section
+    assert "| 512 | PostgreSQL ÷ in memory |" in section
+    assert "leader's tick in steady churn" in section

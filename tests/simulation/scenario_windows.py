@@ -141,7 +141,11 @@ def scenario_4_table(s: Scenario4) -> str:
         ("unfinished", f"{s.unfinished}", "0"),
         ("bulk starts outside the window", f"{s.bulk_starts_outside}", "0"),
         ("first bulk start after 18:00", f"{s.first_bulk_start:8.1f} s", f"≥ {OPENS_AFTER:.0f} s"),
-        ("link busy while release waits", f"{100 * s.release_busy_share:8.2f} %", "≥ 99 %"),
+        (
+            "link busy while release waits",
+            f"{100 * s.release_busy_share:8.2f} %",
+            "≥ 97 % (a newcomer waits for the next mark)",
+        ),
         ("release unfinished at 22:00", f"{s.release_unfinished_at_opening}", "0"),
         (
             "16th bulk completion after 22:00",

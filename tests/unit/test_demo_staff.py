@@ -169,3 +169,23 @@ def test_principal_for_reads_the_login_cookie() -> None:
     assert principal_for(scope((b"cookie", f"{TOKEN_COOKIE}=x".encode())), tokens) is None
     assert principal_for(scope((b"cookie", b"unrelated=1")), tokens) == ANONYMOUS_LINK
     assert principal_for(scope(cookie, (b"authorization", b"Bearer x")), tokens) is None
+
+
+async def test_the_demo_serves_the_page_and_its_data_to_its_staff_only(tmp_path: Path) -> None:
+    staff = {"op": Identity("operator", "olga"), "view": Identity("viewer", "victor")}
+    app = build_app(tmp_path, {}, scheduler_settings=SchedulerSettings(), staff=staff)
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://demo") as client:
+        assert (await client.get("/admin/downloads/")).status_code == 401
+        assert (await client.get(f"{API_PREFIX}/state/history")).status_code == 401
+        client.cookies.set(TOKEN_COOKIE, "view")
+        page = await client.get("/admin/downloads/")
+        assert page.status_code == 200
+        assert 'data-role="viewer"' in page.text and 'data-name="victor"' in page.text
+        assert 'src="/admin/downloads/static/main.js"' in page.text
+        history = (await client.get(f"{API_PREFIX}/state/history")).json()
+        assert (history["recording"], history["intervalSeconds"]) == (True, 10.0)
+        assert set(history["classes"]) == {"interactive", "release", "bulk", "background"}
+        state = (await client.get(f"{API_PREFIX}/state")).json()
+        assert state["windows"]["zone"] == "UTC"
+        assert "activeSessions" not in state

@@ -16,7 +16,6 @@ from benchmarks._scale_driver import Driver, MemoryPacer, Plan
 from benchmarks._scale_figures import (
     ClientFigures,
     PollFigures,
-    PostgresExtras,
     SizeRun,
     StoreRun,
     TickSample,
@@ -31,14 +30,7 @@ from benchmarks._scale_fill import (
     fill_memory,
     session_row,
 )
-from benchmarks._scale_report import (
-    ScaleRun,
-    heading,
-    problems,
-    render,
-    target_rows,
-    tick_statement_rows,
-)
+from benchmarks._scale_report import ScaleRun, goal_rows, heading, problems, render
 from benchmarks._scale_workload import (
     CI_PRINCIPALS,
     QUEUE_LIMIT,
@@ -192,45 +184,39 @@ def _store(name: str, poll_ms: float, newcomer_ms: float, tick_ms: float, waitin
     clients = ClientFigures()
     for label, position in (("first", 1), ("middle", waiting // 2 + 1), ("last", waiting)):
         clients.polls[label] = PollFigures(
-            label, position, [poll_ms / 1000] * 100, [position] * 100, statements=400
+            label, position, [poll_ms / 1000] * 100, [position] * 100
         )
     clients.newcomer_seconds = [newcomer_ms / 1000] * 100
     clients.range_seconds = [10e-6] * 100
-    ticks = [TickSample(float(n), tick_ms / 1000, True, 2, 1) for n in range(40)]
+    ticks = [TickSample(float(n), tick_ms / 1000, True) for n in range(40)]
     return StoreRun(name, clients, ticks)
 
 
-def _size(waiting: int, poll_ms: float, tick_ms: float, peak: int) -> SizeRun:
-    extras = PostgresExtras(
-        database_bytes=2_000 + 700 * waiting,
-        relations=[("download_session", 300 * waiting)],
-        explain={"first": (0.1, 5, 0), "middle": (60.0, 900, 0), "last": (120.0, 1_800, 0)},
-        rss={"leader process": (peak, peak), "server process": (peak, peak)},
-        leaders=["leader process"],
-    )
+def _size(waiting: int, poll_ms: float, tick_ms: float, newcomer_ms: float = 1.5) -> SizeRun:
     return SizeRun(
         waiting,
-        waiting,
         memory=_store("in memory", 0.05, 0.06, 0.3, waiting),
-        postgres=_store("PostgreSQL", poll_ms, 1.5, tick_ms, waiting),
-        extras=extras,
+        postgres=_store("PostgreSQL", poll_ms, newcomer_ms, tick_ms, waiting),
     )
 
 
-def test_the_goals_compare_against_the_empty_queue_and_the_previous_size() -> None:
-    sizes = [_size(0, 0, 20.0, 40 << 20), _size(65_536, 1.0, 30.0, 41 << 20)]
-    run = ScaleRun(sizes=[*sizes, _size(1_048_000, 1.2, 40.0, 44 << 20)])
-    rows = "\n".join(target_rows(run))
-    assert "at 1,048,000 waiting" in rows
-    assert rows.count("**pass**") == 9 and "**FAIL**" not in rows
-    slow = _size(1_048_000, 200.0, 600.0, 400 << 20)
-    run.sizes[-1] = slow
-    rows = "\n".join(target_rows(run))
-    assert rows.count("**FAIL**") == 5  # p50, p99, tick, its growth, memory
+def test_the_goals_are_checked_at_the_largest_size_against_the_smaller() -> None:
+    run = ScaleRun(sizes=[_size(65_536, 1.0, 30.0), _size(1_048_000, 1.2, 40.0)])
+    rows = "\n".join(goal_rows(run))
+    assert "at 1,048,000 waiting" in rows and "65,536 → 1,048,000: ≤ 1.6×" in rows
+    assert rows.count("**pass**") == 7 and "**FAIL**" not in rows
+    run.sizes[-1] = _size(1_048_000, 200.0, 600.0, newcomer_ms=3.0)
+    rows = "\n".join(goal_rows(run))
+    assert rows.count("**FAIL**") == 5  # p50, p99, tick, its growth, the newcomer's growth
+
+
+def test_one_size_is_judged_without_growth() -> None:
+    rows = "\n".join(goal_rows(ScaleRun(sizes=[_size(65_536, 1.0, 30.0)])))
+    assert rows.count("**pass**") == 5 and "grows" not in rows
 
 
 def test_problems_name_wrong_kinds_of_answers_and_wrong_positions() -> None:
-    run = ScaleRun(sizes=[_size(65_536, 1.0, 30.0, 40 << 20)])
+    run = ScaleRun(sizes=[_size(65_536, 1.0, 30.0)])
     assert problems(run) == []
     size = run.sizes[0]
     assert size.memory is not None and size.postgres is not None
@@ -244,17 +230,14 @@ def test_problems_name_wrong_kinds_of_answers_and_wrong_positions() -> None:
     assert any("PostgreSQL" in text and "first" in text for text in found)
 
 
-def test_the_section_has_every_figure_and_its_heading_names_the_sizes() -> None:
-    run = ScaleRun(sizes=[_size(0, 0, 20.0, 40 << 20), _size(65_536, 1.0, 30.0, 40 << 20)])
-    title = heading([65_536, 1_048_000], "before issue #17")
-    assert title == "## PostgreSQL queue length: 65,536 and 1,048,000 waiting (before issue #17)"
+def test_the_section_puts_both_stores_and_their_ratio_side_by_side() -> None:
+    run = ScaleRun(sizes=[_size(65_536, 1.0, 30.0), _size(1_048_000, 1.2, 40.0)])
     assert heading([65_536]) == "## PostgreSQL queue length: 65,536 waiting"
-    text = render(run, title, ["--sizes", "65536"], 12.0, ("0.1", "0.2"))
-    assert text.startswith(title + "\n")
-    for part in ("### Goals", "### 1.", "### 2.", "### 3.", "### 4.", "### 5.", "### 6."):
-        assert part in text
-    assert "`EXPLAIN (ANALYZE, BUFFERS)`" in text
-    assert "| 65,536 | first (1) | 1.00 ms | 1.00 ms | 50.0 µs | 50.0 µs | 20.0× / 20.0×" in text
+    text = render(run, ["--sizes", "65536,1048576"], 12.0, "0.1; 0.2")
+    assert text.startswith("## PostgreSQL queue length: 65,536 and 1,048,000 waiting\n")
+    assert "| 65,536 | PostgreSQL | 1.00 ms / 1.00 ms / 1.00 ms |" in text
+    assert "| 65,536 | in memory | 50.0 µs / 50.0 µs / 50.0 µs |" in text
+    assert "| 65,536 | PostgreSQL ÷ in memory | 20.0× / 20.0× / 20.0× |" in text
 
 
 def test_statistics_are_nearest_rank_and_ratios_of_unmeasured_figures_are_unknown() -> None:
@@ -269,20 +252,3 @@ def test_a_plan_is_plain_data_the_parent_can_send_to_a_server_process() -> None:
     plan = make_plan(ScaleWorkload(512), QUICK, seed=3)
     assert pickle.loads(pickle.dumps(plan)) == plan
     assert isinstance(plan, Plan)
-
-
-def test_the_ticks_time_is_told_by_statement_and_the_slowest_tick_by_its_largest() -> None:
-    size = _size(65_536, 1.0, 30.0, 40 << 20)
-    assert size.postgres is not None
-    for number, tick in enumerate(size.postgres.ticks):
-        tick.statements = {"QUEUE_SHAPE": 20.0, "HEADS_OF_CLASS": 4.0}
-        if number == 7:
-            tick.seconds = 5.0
-            tick.statements = {"FORGET_OLD_ROUNDS": 4_900.0, "QUEUE_SHAPE": 60.0}
-    rows = tick_statement_rows(ScaleRun(sizes=[size]))
-    assert len(rows) == 3
-    # QUEUE_SHAPE: (39 × 20 + 60) / 40 = 21 ms a tick; at most 60 ms in one.
-    assert "`QUEUE_SHAPE` 21.00 ms (60.00 ms)" in rows[2]
-    assert "`FORGET_OLD_ROUNDS` 122.50 ms (4900.00 ms)" in rows[2]
-    slowest = "| 5000.00 ms: `FORGET_OLD_ROUNDS` 4900.00 ms; `QUEUE_SHAPE` 60.00 ms |"
-    assert rows[2].endswith(slowest)

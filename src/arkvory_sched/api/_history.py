@@ -99,6 +99,10 @@ class QueueHistory:
         except ArkvoryError as error:
             log.warning("queue history: no sample this time (%s)", error)
             return None
+        except Exception:
+            # Like the tick loop: a chart is never worth the host's task group.
+            log.exception("queue history: reading the queue failed; sampling on")
+            return None
         sample = Sample(
             at=self._clock.wall(),
             classes=tuple(

@@ -33,6 +33,7 @@ from arkvory_sched import DownloadScheduler
 from .._exceptions import SettingsError
 from .._settings import SchedulerSettings
 from .._settings_parsing import UnparsableError, parse_rate, parse_size
+from .._version import installed_version
 from ..api import API_PREFIX, Identity, Role
 from ..postgres import DEFAULT_SCHEMA
 from ._app import build_app
@@ -241,6 +242,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Demo artifact server for the arkvory download scheduler.",
         epilog="Scheduler settings come from ARKVORY_* environment variables.",
     )
+    parser.add_argument("--version", action="version", version=f"{PROG} {installed_version()}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     serve = commands.add_parser("serve", help="serve the files of a directory")

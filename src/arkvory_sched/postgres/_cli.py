@@ -25,6 +25,7 @@ from urllib.parse import parse_qs, urlsplit
 import asyncpg
 
 from .._exceptions import SettingsError
+from .._version import installed_version
 from ._migrate import DEFAULT_SCHEMA, MigrationError, apply_migrations, validate_schema
 
 __all__ = ["DSN_VARIABLE", "build_parser", "main"]
@@ -52,6 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=PROG, description="Administer the PostgreSQL download queue of arkvory-sched."
     )
+    parser.add_argument("--version", action="version", version=f"{PROG} {installed_version()}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     migrate = commands.add_parser(
         "migrate",

@@ -8,7 +8,11 @@ every connection is set up the same way here:
 * WAL mode, so readers never wait for a writer and a writer waits for no reader;
 * a busy timeout (``sqlite3.connect``'s ``timeout``): a connection that finds the
   write lock taken waits for it (up to :data:`BUSY_TIMEOUT_SECONDS`) instead of
-  failing at once;
+  failing at once; and, around that, :func:`when_not_busy` tries again for up to
+  :data:`BUSY_DEADLINE_SECONDS` — SQLite's busy handler is not fair (a waiter may lose
+  the lock to newcomers for longer than its timeout under many writers) and is not
+  asked at all in some cases (switching a new file to WAL while another process opens
+  it), and "busy" must not read as "the file is unusable";
 * autocommit (``isolation_level=None``): each statement is its own transaction, which
   is what the one-statement compare-and-set relies on, and no connection holds a lock
   between two calls;
@@ -22,14 +26,18 @@ which these few statements do not need).
 from __future__ import annotations
 
 import os
+import random
 import re
 import sqlite3
+import time
+from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
-from typing import Final
+from typing import Final, TypeVar
 
 __all__ = [
     "AUDIT_REFUSAL",
+    "BUSY_DEADLINE_SECONDS",
     "BUSY_TIMEOUT_SECONDS",
     "CREATE_TICKET_KEY",
     "READ_SETTINGS",
@@ -38,10 +46,14 @@ __all__ = [
     "SETTINGS_HISTORY",
     "named_statements",
     "open_database",
+    "when_not_busy",
 ]
 
 BUSY_TIMEOUT_SECONDS: Final = 10.0
+BUSY_DEADLINE_SECONDS: Final = 60.0
+_RETRY_PAUSE_SECONDS: Final = (0.01, 0.25)  # first pause, longest pause
 _PACKAGE: Final = "arkvory_sched.sqlite"
+_T = TypeVar("_T")
 
 
 _HEADER: Final = re.compile(r"^-- name: ([a-z_]+)$", re.MULTILINE)
@@ -92,9 +104,41 @@ def open_database(path: Path) -> sqlite3.Connection:
     connection = sqlite3.connect(
         path, timeout=BUSY_TIMEOUT_SECONDS, isolation_level=None, check_same_thread=False
     )
+
+    def create_schema() -> None:
+        try:
+            connection.executescript(_SCHEMA)
+        except sqlite3.OperationalError:
+            if connection.in_transaction:
+                connection.execute("ROLLBACK")
+            raise
+
     try:
-        connection.executescript(_SCHEMA)
+        when_not_busy(create_schema)
     except BaseException:
         connection.close()
         raise
     return connection
+
+
+def when_not_busy(work: Callable[[], _T]) -> _T:
+    """``work()``, tried again while SQLite says the file is locked or busy, for up to
+    :data:`BUSY_DEADLINE_SECONDS`; any other error, or the deadline, raises.
+
+    Only for work that does nothing when it fails this way: one statement in autocommit
+    mode, or a script that rolls back its own transaction. Blocking: the pauses sleep
+    the worker thread it runs in.
+    """
+    deadline = time.monotonic() + BUSY_DEADLINE_SECONDS
+    pause, longest = _RETRY_PAUSE_SECONDS
+    while True:
+        try:
+            return work()
+        except sqlite3.OperationalError as error:
+            text = str(error)
+            if "locked" not in text and "busy" not in text:
+                raise
+            if time.monotonic() + pause > deadline:
+                raise
+        time.sleep(pause * random.uniform(0.5, 1.0))
+        pause = min(longest, pause * 2)

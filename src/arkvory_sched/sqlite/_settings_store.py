@@ -151,7 +151,8 @@ class SqliteSettingsStore(SettingsStore):
             with self._lock:
                 if self._connection is None:
                     self._connection = db.open_database(self._path)
-                return work(self._connection)
+                connection = self._connection
+                return db.when_not_busy(lambda: work(connection))
 
         try:
             return await anyio.to_thread.run_sync(locked)

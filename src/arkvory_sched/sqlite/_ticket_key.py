@@ -42,8 +42,8 @@ def load_or_create_ticket_key(path: str | Path, *, legacy_key_file: Path | None 
     candidate, source = _new_key(legacy_key_file)
     connection = db.open_database(Path(path))
     try:
-        connection.execute(db.CREATE_TICKET_KEY, (candidate, source))
-        (key,) = connection.execute(db.READ_TICKET_KEY).fetchone()
+        db.when_not_busy(lambda: connection.execute(db.CREATE_TICKET_KEY, (candidate, source)))
+        (key,) = db.when_not_busy(lambda: connection.execute(db.READ_TICKET_KEY).fetchone())
     finally:
         connection.close()
     return bytes(key)

@@ -10,7 +10,7 @@ function changeList(change) {
   return el(
     "ul",
     { className: "changes" },
-    names.map((name) => el("li", { text: `${name}: ${shown(change[name].from)} → ${shown(change[name].to)}` })),
+    names.map((name) => el("li", { text: `${name}: ${shown(change[name].from, name)} → ${shown(change[name].to, name)}` })),
   );
 }
 

@@ -11,6 +11,7 @@ const MIN_SPAN = 60;
 
 /** A round upper bound for the axis: 1, 2, 5 × 10^n, at least ``minimum``. */
 function niceMax(value, minimum) {
+  if (value <= minimum) return minimum;
   const top = Math.max(value, minimum);
   const power = 10 ** Math.floor(Math.log10(top));
   for (const step of [1, 2, 5, 10]) {
@@ -40,7 +41,8 @@ export function renderChart(container, history, key, nowSeconds, title) {
   for (const cls of CLASSES) {
     for (const value of history.classes[cls]?.[key] || []) highest = Math.max(highest, value);
   }
-  const top = niceMax(highest, key === "waiting" ? 4 : 10);
+  // Four gridlines on round values: the top is four times a 1-2-5 step.
+  const top = 4 * niceMax(highest / 4, 1);
   const y = (v) => MARGIN.top + plotH - (v / top) * plotH;
   const root = svg("svg", {
     viewBox: `0 0 ${WIDTH} ${HEIGHT}`,

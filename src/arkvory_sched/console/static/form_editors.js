@@ -71,17 +71,21 @@ export class WindowsEditor {
       this.onChange();
       document.getElementById(`cw-${cls}-${current.windows.length - 1}-wd-mon`)?.focus();
     });
+    // The outside share means something only for a class with windows; a class without
+    // has no such field, so nothing typed there could be dropped on save.
     const shareId = `cw-${cls}-share`;
-    const share = el("input", {
-      id: shareId, type: "number", min: "0", max: "1", step: "0.05", inputmode: "decimal",
-      value: String(entry.outsideShare ?? 0), "data-pointer": `/classWindows/${cls}/outsideShare`,
-    });
+    const share = entry.windows.length
+      ? field(shareId, `Outside share of ${cls} (0–1)`, el("input", {
+        id: shareId, type: "number", min: "0", max: "1", step: "0.05", inputmode: "decimal",
+        value: String(entry.outsideShare ?? 0), "data-pointer": `/classWindows/${cls}/outsideShare`,
+      }))
+      : null;
     return el(
       "div",
       { className: "class-windows", "data-class": cls },
       el("h3", { text: entry.windows.length ? `${cls}: ${entry.windows.length} window(s)` : `${cls}: no windows (always open)` }),
       rows,
-      el("div", { className: "row-actions" }, add, field(shareId, `Outside share of ${cls} (0–1)`, share)),
+      el("div", { className: "row-actions" }, add, share),
     );
   }
 
@@ -132,7 +136,7 @@ export class WindowsEditor {
         end: row.querySelector('input[id$="-end"]').value,
         zone: row.querySelector('input[id$="-zone"]').value.trim(),
       }));
-      const shareText = section.querySelector(`#cw-${cls}-share`).value.trim();
+      const shareText = (section.querySelector(`#cw-${cls}-share`)?.value ?? "").trim();
       const share = shareText === "" ? 0 : Number(shareText);
       state[cls] = { windows, outsideShare: Number.isFinite(share) ? share : shareText };
     }

@@ -101,12 +101,22 @@ export function relative(text, now = Date.now()) {
   return seconds > 0 ? `in ${duration(seconds)}` : `${duration(-seconds)} ago`;
 }
 
-/** A settings value for a sentence: arrays joined, null as "the environment's value". */
-export function shown(value) {
+/** A settings value for a sentence: arrays joined, null as the environment's value,
+ * windows and service-account classes in words rather than JSON. */
+export function shown(value, name = "") {
   if (value === null || value === undefined) return "environment";
   if (Array.isArray(value)) return value.join(", ");
-  if (typeof value === "object") return JSON.stringify(value);
-  return String(value);
+  if (typeof value !== "object") return String(value);
+  const entries = Object.entries(value);
+  if (!entries.length) return "none";
+  if (name === "classWindows") {
+    return entries.map(([cls, entry]) => {
+      const windows = (entry.windows || []).map((w) => `${w.weekdays.join(" ")} ${w.start}–${w.end} ${w.zone}`);
+      return `${cls}: ${windows.join(", ")} (outside ${entry.outsideShare ?? 0})`;
+    }).join("; ");
+  }
+  if (name === "serviceAccountClasses") return entries.map(([who, cls]) => `${who} → ${cls}`).join(", ");
+  return JSON.stringify(value);
 }
 
 /** Replace the children of ``node``. */

@@ -82,11 +82,11 @@ export function renderClasses(tbody, state, now) {
       el("th", { scope: "row" }, swatch(cls), cls),
       el("td", { className: "num", "data-col": "waiting", text: String(c.waiting) }),
       el("td", { className: "num", "data-col": "active", text: String(c.active) }),
-      el("td", { className: "num", "data-col": "paused", text: String(c.paused) }),
+      el("td", { className: "num wide", "data-col": "paused", text: String(c.paused) }),
       el("td", { className: "num", text: c.waiting ? duration(c.oldestWaitSeconds) : "–" }),
-      el("td", { className: "num", text: duration(c.waitP50Seconds) }),
-      el("td", { className: "num", text: duration(c.waitP95Seconds) }),
-      el("td", { text: c.waiting || c.active ? empties : "–" }),
+      el("td", { className: "num wide", text: duration(c.waitP50Seconds) }),
+      el("td", { className: "num wide", text: duration(c.waitP95Seconds) }),
+      el("td", { className: "wide", text: c.waiting || c.active ? empties : "–" }),
       el("td", { className: reason ? "reason" : "reason none", text: reason || (c.waiting ? "draining" : "–") }),
     );
   });

@@ -242,7 +242,7 @@ export function diff(before, after) {
   for (const name of Object.keys({ ...before, ...after })) {
     const a = JSON.stringify(before[name]);
     const b = JSON.stringify(after[name]);
-    if (a !== b) lines.push(`${name}: ${shown(before[name])} → ${shown(after[name])}`);
+    if (a !== b) lines.push(`${name}: ${shown(before[name], name)} → ${shown(after[name], name)}`);
   }
   return lines;
 }

@@ -18,7 +18,7 @@ export function renderTimeline(container, factsList, note, windows, nowSeconds) 
   const until = Date.parse(windows.until) / 1000;
   const plotW = WIDTH - LEFT - RIGHT;
   const x = (t) => LEFT + ((Math.min(Math.max(t, since), until) - since) / (until - since)) * plotW;
-  const height = TOP + CLASSES.length * ROW + 8;
+  const height = TOP + CLASSES.length * ROW + 22;
   const root = svg("svg", {
     viewBox: `0 0 ${WIDTH} ${height}`,
     role: "img",
@@ -50,8 +50,8 @@ export function renderTimeline(container, factsList, note, windows, nowSeconds) 
     }
   });
   const now = x(nowSeconds);
-  root.append(svg("line", { class: "now", x1: now, x2: now, y1: 16, y2: height - 4 }));
-  root.append(svg("text", { class: "now-label", x: now + 3, y: height - 6 < 40 ? 40 : TOP - 2 }, "now"));
+  root.append(svg("line", { class: "now", x1: now, x2: now, y1: 16, y2: height - 16 }));
+  root.append(svg("text", { class: "now-label", x: now, y: height - 4, "text-anchor": "middle" }, `now ${clock(new Date(nowSeconds * 1000).toISOString(), nowSeconds * 1000)}`));
   fill(container, root);
   note.textContent = `Marks are wall time in ${windows.zone}; a faint bar means the class has no windows and is always open.`;
   const nowMs = nowSeconds * 1000;

@@ -1,0 +1,293 @@
+"""The operator page in a real browser, against a demo with downloads in its queue.
+
+The page must show what the API says at the same moment, keep a viewer's controls off,
+be usable with the keyboard alone with every control labelled, fit a desktop and a
+phone without sideways scrolling, stop polling while its tab is hidden, and refuse
+anyone the API refuses. One test also renders the screenshot the README shows.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+from playwright.sync_api import Page, Request
+
+from arkvory_sched.console import CONTENT_SECURITY_POLICY
+
+from ._demo import OPERATOR_TOKEN, PAGE_PATH, VIEWER_TOKEN, PageDemo, log_in, wait_for
+from .conftest import DESKTOP, PHONE
+
+CLASSES = ("interactive", "release", "bulk", "background")
+POLL_SECONDS = 3.0
+SCREENSHOT = Path(__file__).resolve().parents[2] / "docs" / "screenshots" / "operator-page.png"
+
+
+def wait_loaded(page: Page) -> None:
+    """Until the page has rendered a state and a settings read."""
+    wait_for(
+        page,
+        "document.body.dataset.stateAt && document.getElementById('settings-meta')"
+        ".dataset.revision !== undefined",
+    )
+
+
+def shown_counts(page: Page) -> dict[str, tuple[int, int]]:
+    counts: dict[str, tuple[int, int]] = page.evaluate(
+        """() => Object.fromEntries([...document.querySelectorAll('#classes tbody tr')].map(
+            (row) => [row.dataset.class, [
+                Number(row.querySelector('[data-col=waiting]').textContent),
+                Number(row.querySelector('[data-col=active]').textContent)]]))"""
+    )
+    return {cls: (waiting, active) for cls, (waiting, active) in counts.items()}
+
+
+def api_counts(state: dict[str, Any]) -> dict[str, tuple[int, int]]:
+    return {
+        cls: (state["classes"][cls]["waiting"], state["classes"][cls]["active"]) for cls in CLASSES
+    }
+
+
+def test_the_page_shows_the_queue_the_api_reports(page: Page, busy_demo: PageDemo) -> None:
+    complaints: list[str] = []
+    page.on("console", lambda message: complaints.append(message.text))
+    page.on("pageerror", lambda error: complaints.append(str(error)))
+    log_in(page, busy_demo)
+    wait_loaded(page)
+    # The queue moves only when a download finishes (none does during the tests), so a
+    # page that renders the API's numbers agrees with a read made at the same moment.
+    for _ in range(3):
+        state = busy_demo.api("/state")
+        shown = shown_counts(page)
+        if shown == api_counts(state):
+            break
+        page.wait_for_timeout(POLL_SECONDS * 1000)
+    assert shown == api_counts(state)
+    assert state["waiting"] >= 3 and state["active"] == 2, "the queue must be busy to mean much"
+    figures = page.locator("[data-figure=slots] .value").inner_text()
+    assert figures == f"{state['active']} / {state['sessions']}"
+    principals = page.locator("#sessions tbody td:first-child").all_inner_texts()
+    assert sorted(principals) == sorted(s["principal"] for s in state["activeSessions"])
+    # Every class with waiters says why it is not draining (all slots are held).
+    for cls in CLASSES:
+        if state["classes"][cls]["waiting"]:
+            reason = page.locator(f"#classes tr[data-class={cls}] td.reason").inner_text()
+            assert reason not in ("", "–", "draining"), (cls, reason)
+    # The chart has a line for every class and the timeline a row for every class.
+    wait_for(page, "document.querySelectorAll('#chart-length path[data-class]').length === 4")
+    assert page.locator("#timeline rect[data-class]").count() >= 4
+    assert page.locator("#timeline line.now").count() == 1
+    # Nothing the page does needs an exception to its policy, and no script failed.
+    refused = [text for text in complaints if "Content Security Policy" in text]
+    assert refused == [] and not [text for text in complaints if "Error" in text], complaints
+
+
+def test_a_viewer_sees_everything_read_only_and_cannot_save(
+    page: Page, busy_demo: PageDemo
+) -> None:
+    before = busy_demo.api("/settings")["revision"]
+    log_in(page, busy_demo, VIEWER_TOKEN)
+    wait_loaded(page)
+    controls = page.locator("#settings-form :is(input, select, button, textarea)")
+    assert controls.count() >= 16
+    enabled = page.locator("#settings-form :is(input, select, button, textarea):enabled")
+    assert enabled.count() == 0, enabled.evaluate_all("(els) => els.map((e) => e.id)")
+    assert page.locator("#readonly-note").is_visible()
+    assert "Only operators" in page.locator("#sessions-note").inner_text()
+    # A forged write from the viewer's own page (its cookie, same origin) is refused.
+    forged = page.evaluate(
+        """async ([api, revision]) => {
+            const r = await fetch(api + '/settings', {method: 'PUT',
+                headers: {'content-type': 'application/json'},
+                body: JSON.stringify({expectedRevision: revision, sessions: 1})});
+            return [r.status, (await r.json()).reason];
+        }""",
+        ["/api/v1/system/downloads", before],
+    )
+    assert forged == [403, "forbidden"]
+    answer = httpx.put(
+        f"{busy_demo.api_url}/settings",
+        json={"expectedRevision": before, "sessions": 1},
+        headers={
+            "authorization": f"Bearer {VIEWER_TOKEN}",
+            "content-type": "application/json",
+            "arkvory-request": "1",
+        },
+    )
+    assert answer.status_code == 403
+    assert busy_demo.api("/settings")["revision"] == before
+
+
+def test_the_page_admits_whom_the_api_admits_with_a_strict_policy(busy_demo: PageDemo) -> None:
+    anonymous = httpx.get(busy_demo.page_url)
+    assert anonymous.status_code == 401
+    assert anonymous.headers["content-type"] == "application/problem+json"
+    assert anonymous.json()["reason"] == "unauthenticated"
+    assert "www-authenticate" in anonymous.headers
+    wrong = httpx.get(busy_demo.page_url, cookies={"arkvory_demo_token": "nope"})
+    assert wrong.status_code == 401
+    page = httpx.get(busy_demo.page_url, headers={"authorization": f"Bearer {OPERATOR_TOKEN}"})
+    assert page.status_code == 200
+    assert page.headers["content-security-policy"] == CONTENT_SECURITY_POLICY
+    assert "script-src 'self';" in CONTENT_SECURITY_POLICY
+    assert "unsafe" not in CONTENT_SECURITY_POLICY.split("script-src")[1].split(";")[0]
+    assert page.headers["x-content-type-options"] == "nosniff"
+    assert page.headers["cache-control"] == "no-store"
+    scripts = re.findall(r"<script\b[^>]*>", page.text)
+    assert scripts and all("src=" in tag for tag in scripts), "no inline script"
+    assert 'data-role="operator"' in page.text
+    script = httpx.get(f"{busy_demo.base_url}{PAGE_PATH}static/main.js")
+    assert script.status_code == 200
+    assert script.headers["content-type"].startswith("text/javascript")
+    assert script.headers["x-content-type-options"] == "nosniff"
+    again = httpx.get(script.url, headers={"if-none-match": script.headers["etag"]})
+    assert again.status_code == 304
+
+
+def test_keyboard_alone_changes_a_field_and_saves_and_every_control_is_labelled(
+    page: Page, busy_demo: PageDemo
+) -> None:
+    log_in(page, busy_demo)
+    wait_loaded(page)
+    unlabelled = page.evaluate(
+        """() => [...document.querySelectorAll('input:not([type=hidden]), select, textarea')]
+            .filter((c) => !([...(c.labels || [])].some((l) => l.textContent.trim())
+                             || c.getAttribute('aria-label')))
+            .map((c) => c.id || c.outerHTML)"""
+    )
+    assert unlabelled == []
+    assert page.locator("input, select").count() >= 13
+    before = busy_demo.api("/settings")
+    target = 5 if before["settings"]["rangesPerSession"] != 5 else 6
+
+    def tab_to(element_id: str) -> None:
+        for _ in range(120):
+            page.keyboard.press("Tab")
+            if page.evaluate("document.activeElement && document.activeElement.id") == element_id:
+                return
+        raise AssertionError(f"Tab never reached #{element_id}")
+
+    tab_to("s-rangesPerSession")
+    page.keyboard.press("Control+A")
+    page.keyboard.type(str(target))
+    page.keyboard.press("Enter")  # submits the form
+    page.locator("#save-message.ok").wait_for()
+    after = busy_demo.api("/settings")
+    assert after["revision"] == before["revision"] + 1
+    assert after["settings"]["rangesPerSession"] == target
+    # And with Space on the Save button.
+    tab_to("s-preempt")
+    page.keyboard.press("Space")
+    tab_to("save")
+    page.keyboard.press("Space")
+    wait_for(
+        page,
+        f"document.getElementById('settings-meta').dataset.revision === '{after['revision'] + 1}'",
+    )
+    final = busy_demo.api("/settings")
+    assert final["settings"]["preempt"] is not after["settings"]["preempt"]
+
+
+def test_readable_at_desktop_and_phone_width(page: Page, busy_demo: PageDemo) -> None:
+    log_in(page, busy_demo)
+    for viewport in (DESKTOP, PHONE):
+        page.set_viewport_size(viewport)
+        page.reload()
+        wait_loaded(page)
+        wait_for(page, "document.querySelector('#timeline svg') !== null")
+        width, inner = page.evaluate("[document.documentElement.scrollWidth, innerWidth]")
+        assert width <= inner, (viewport, width, inner)
+        assert page.locator("#save").is_visible()
+        box = page.locator("#s-sessions").bounding_box()
+        assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= inner
+
+
+def test_polling_pauses_while_the_tab_is_hidden(page: Page, busy_demo: PageDemo) -> None:
+    log_in(page, busy_demo)
+    wait_loaded(page)
+    reads: list[float] = []
+
+    def count(request: Request) -> None:
+        if request.url.endswith("/state"):
+            reads.append(time.monotonic())
+
+    page.on("request", count)
+    page.wait_for_timeout(POLL_SECONDS * 1000 + 700)
+    assert reads, "a visible page polls /state"
+    page.evaluate(
+        """() => {
+            Object.defineProperty(document, 'hidden', {configurable: true, get: () => true});
+            Object.defineProperty(document, 'visibilityState',
+                                  {configurable: true, get: () => 'hidden'});
+            document.dispatchEvent(new Event('visibilitychange'));
+        }"""
+    )
+    page.wait_for_timeout(300)  # a read already on its way may finish
+    hidden_since = time.monotonic()
+    page.wait_for_timeout(2 * POLL_SECONDS * 1000 + 500)
+    assert [at for at in reads if at > hidden_since] == []
+    assert "Paused" in page.locator("#status").inner_text()
+    shown_at = time.monotonic()  # the read may be reported before evaluate returns
+    page.evaluate(
+        """() => {
+            Object.defineProperty(document, 'hidden', {configurable: true, get: () => false});
+            Object.defineProperty(document, 'visibilityState',
+                                  {configurable: true, get: () => 'visible'});
+            document.dispatchEvent(new Event('visibilitychange'));
+        }"""
+    )
+    page.wait_for_timeout(1000)
+    assert [at for at in reads if at > shown_at], "visible again: it reads at once"
+
+
+def test_screenshot_of_the_operator_page_with_a_busy_queue(page: Page, busy_demo: PageDemo) -> None:
+    current = busy_demo.api("/settings")
+    record = {
+        **current["record"],
+        "expectedRevision": current["revision"],
+        "weights": [8, 6, 2, 1],
+        "classWindows": {
+            "bulk": {
+                "windows": [
+                    {
+                        "weekdays": ["mon", "tue", "wed", "thu", "fri", "sat", "sun"],
+                        "start": "22:00",
+                        "end": "06:00",
+                        "zone": "Europe/Berlin",
+                    }
+                ],
+                "outsideShare": 0.0,
+            },
+            "background": {
+                "windows": [
+                    {
+                        "weekdays": ["sat", "sun"],
+                        "start": "00:00",
+                        "end": "23:59",
+                        "zone": "Europe/Berlin",
+                    },
+                    {
+                        "weekdays": ["mon", "tue", "wed", "thu", "fri"],
+                        "start": "12:00",
+                        "end": "14:00",
+                        "zone": "Europe/Berlin",
+                    },
+                ],
+                "outsideShare": 0.25,
+            },
+        },
+        "serviceAccountClasses": {"nightly-mirror": "bulk", "backup-bot": "background"},
+    }
+    busy_demo.put_settings(record)
+    page.set_viewport_size(DESKTOP)
+    log_in(page, busy_demo)
+    wait_loaded(page)
+    wait_for(page, "document.querySelectorAll('#audit tbody tr[data-entry]').length > 0")
+    wait_for(page, "document.querySelectorAll('#chart-length path[data-class]').length === 4")
+    SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOT), full_page=True)
+    assert SCREENSHOT.stat().st_size > 50_000
+    assert SCREENSHOT.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
