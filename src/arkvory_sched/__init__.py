@@ -29,6 +29,7 @@ from ._model import (
     SchedulerStats,
     TickReport,
 )
+from ._own_downloads import DownloadState, OwnDownload, OwnDownloads
 from ._port import DownloadScheduler, FastGrant, FastPath
 from ._queue_state import ActiveSession, ClassQueue, QueueState
 from ._settings import SchedulerSettings, Strategy
@@ -67,6 +68,7 @@ __all__ = [
     "DownloadRequest",
     "DownloadScheduler",
     "DownloadSchedulerMiddleware",
+    "DownloadState",
     "DownloadTarget",
     "EstimateAccuracy",
     "Failed",
@@ -77,6 +79,8 @@ __all__ = [
     "InMemoryDownloadScheduler",
     "Interrupted",
     "InvalidRequestError",
+    "OwnDownload",
+    "OwnDownloads",
     "PrincipalKind",
     "QueueState",
     "Queued",

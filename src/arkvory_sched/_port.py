@@ -26,6 +26,7 @@ from ._model import (
     SchedulerStats,
     TickReport,
 )
+from ._own_downloads import OWN_DOWNLOADS_LIMIT, OwnDownloads
 from ._queue_state import QueueState
 from ._settings import SchedulerSettings
 
@@ -116,6 +117,26 @@ class DownloadScheduler(abc.ABC):
         Unlike ``stats()`` this names principals, so callers show it to operators only.
         It must stay cheap at any queue length: counters, the active sessions and the
         head of each class, never a scan of the waiting sessions.
+        """
+
+    @abc.abstractmethod
+    async def downloads_of(
+        self, principal: str, *, limit: int = OWN_DOWNLOADS_LIMIT
+    ) -> OwnDownloads:
+        """The waiting, active and paused downloads of ``principal`` (issue #19): for a
+        person's own downloads page.
+
+        Each waiting download's place and start estimate are what its client's next
+        poll would be told, computed as a poll computes them but recording nothing: no
+        poll deadline moves, no ticket is issued, no estimate is scored. At most
+        ``limit`` downloads (1 to :data:`OWN_DOWNLOADS_LIMIT`), the oldest first;
+        ``total`` counts them all.
+
+        Names nobody but ``principal`` and carries no session key or ticket, so a
+        caller may show it to that principal. It must stay cheap: the principal's own
+        sessions (at most ``queue_per_principal``) and one place per download shown,
+        never a count of the whole queue. Raises :class:`ArkvoryError` when the store
+        cannot be read (an empty answer would say "nothing queued", which is false).
         """
 
     @abc.abstractmethod

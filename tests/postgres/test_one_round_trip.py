@@ -67,6 +67,8 @@ def admit_arguments(key: bytes, principal: str = "agent", **changes: Any) -> lis
         "round_tag": True,
         "round_step": 0.25,
         "count_cap": 1024,
+        "object_id": "releases/app.iso",
+        "download_id": "dl-1",
     }
     unknown = set(changes) - set(values)
     assert not unknown, unknown

@@ -29,6 +29,7 @@ SUB_PACKAGES = (
     "memory",
     "observability",
     "policy",
+    "portal",
     "postgres",
     "sqlite",
 )

@@ -36,6 +36,7 @@ from starlette.responses import HTMLResponse
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from .._classes import PrincipalKind
 from .._exceptions import ConfigurationError
 from .._port import DownloadScheduler
 from .._settings import SchedulerSettings
@@ -47,9 +48,10 @@ from ..asgi import DownloadSchedulerMiddleware
 from ..console import operator_page
 from ..memory import InMemoryDownloadScheduler
 from ..observability import metrics_app, readiness_app
+from ..portal import own_downloads_app
 from ..postgres import DEFAULT_SCHEMA, PostgresScheduler, PostgresSettingsStore
 from ..sqlite import SqliteSettingsStore, load_or_create_ticket_key, settings_file
-from ._auth import StaffMap, TokenMap, is_known_token, staff_for
+from ._auth import StaffMap, TokenMap, is_known_token, principal_for, staff_for
 from ._bandwidth import BandwidthGovernor
 from ._files import FileServer
 from ._login import login_routes
@@ -57,6 +59,7 @@ from ._resolver import make_resolver
 
 __all__ = [
     "KEY_FILE_NAME",
+    "OWN_DOWNLOADS_PATH",
     "TICKET_KEY_VARIABLE",
     "build_app",
     "list_files",
@@ -66,6 +69,7 @@ __all__ = [
 TICKET_KEY_VARIABLE: Final = "ARKVORY_TICKET_KEY"
 KEY_FILE_NAME: Final = ".arkvory-ticket-key"
 INDEX_LIMIT: Final = 1000
+OWN_DOWNLOADS_PATH: Final = "/downloads/mine"
 _MIN_KEY_BYTES: Final = 16
 
 
@@ -179,6 +183,23 @@ def _operator_api(
         history=history,
     )
     return Mount(API_PREFIX, app=api)
+
+
+def _own_downloads(scheduler: DownloadScheduler, tokens: TokenMap) -> Mount:
+    """A person's own downloads page (issue #19) for the demo's download tokens.
+
+    A request without a token is the anonymous link, and a link is nobody's account:
+    it gets ``401``, as does an unknown token. People and service accounts see their
+    own downloads.
+    """
+
+    def identify(request: Request) -> str | None:
+        found = principal_for(request.scope, tokens)
+        if found is None or found[1] is PrincipalKind.LINK:
+            return None
+        return found[0]
+
+    return Mount(OWN_DOWNLOADS_PATH, app=own_downloads_app(scheduler=scheduler, identify=identify))
 
 
 def _operator_page(staff: StaffMap) -> Mount:
@@ -299,7 +320,8 @@ def _assemble(
             "<!doctype html><html><head><meta charset=utf-8><title>arkvory demo</title>"
             "</head><body><h1>arkvory demo artifact server</h1>"
             f"<ul>\n{rows}\n</ul>{more}"
-            '<p><a href="/metrics">metrics</a> · <a href="/readyz">readiness</a> · '
+            f'<p><a href="{OWN_DOWNLOADS_PATH}/">my downloads</a> · '
+            '<a href="/metrics">metrics</a> · <a href="/readyz">readiness</a> · '
             f'<a href="{OPERATOR_PAGE_PATH}/">operator page</a> · '
             f'<a href="/login?next={OPERATOR_PAGE_PATH}/">log in</a></p>'
             "</body></html>"
@@ -340,6 +362,7 @@ def _assemble(
         _operator_api(scheduler, keeper, staff, history),
         _operator_page(staff),
         *login_routes(lambda token: is_known_token(token, tokens, staff)),
+        _own_downloads(scheduler, tokens),
     ]
     app = Starlette(routes=routes, lifespan=lifespan)
     app.state.scheduler = scheduler

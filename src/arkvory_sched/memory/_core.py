@@ -137,6 +137,8 @@ class SchedulerCore(CoreAdmission, CoreDelivery, CoreTick):
             owned = [s for s in self._sessions.values() if s.principal is principal]
             if len(owned) != principal.sessions:
                 problems.append(f"principal session count out of sync ({principal.sessions})")
+            if list(principal.owned) != owned:
+                problems.append("principal's own sessions out of sync")
             if sum(s.state is _WAITING for s in owned) != principal.waiting:
                 problems.append("principal waiting count out of sync")
             if sum(s.state is _ACTIVE for s in owned) != principal.active:

@@ -193,9 +193,12 @@ class CoreAdmission(CoreEstimates):
             arrival=arrival,
             arrival_wall_ms=arrival_wall_ms,
             seq=self._seq,
+            object_id=request.object_id,
+            download_id=request.download_id if has_id else None,
         )
         self._sessions[key] = session
         principal.sessions += 1
+        principal.owned[session] = None
         start_now = not self._queue and self._slot_free_for(session)
         self._enqueue(session, now)
         if start_now:

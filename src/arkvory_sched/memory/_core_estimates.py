@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from .._classes import DownloadClass
 from .._model import (
@@ -26,7 +27,22 @@ from ..policy import (
 from ._core_transitions import CoreTransitions
 from ._session import Session
 
-__all__ = ["CoreEstimates"]
+__all__ = ["CoreEstimates", "StartEstimate"]
+
+
+@dataclass(frozen=True, slots=True)
+class StartEstimate:
+    """A waiting session's place and start on the queue's monotonic time: ``ahead``
+    waiters before it, ``start`` with its interval ``earliest``..``latest``;
+    ``wall_offset`` turns them into wall time, ``window`` is what the class windows
+    changed (its ``check_delay`` bounds the next poll)."""
+
+    ahead: int
+    start: float
+    earliest: float
+    latest: float
+    wall_offset: float
+    window: WindowEstimate
 
 
 class CoreEstimates(CoreTransitions):
@@ -71,15 +87,26 @@ class CoreEstimates(CoreTransitions):
             rate=self._current_rate(),
         )
 
-    def _queued(self, session: Session, now: float, *, newcomer: bool) -> Queued:
+    def estimate(self, session: Session, now: float) -> StartEstimate:
+        """A waiting session's place and start as its next poll computes them, without
+        recording anything (the poll's deadline, the scored first estimate and the
+        ticket are the caller's to record): ``_queued`` and the principal's own
+        downloads page (issue #19) read the same numbers."""
         wall_offset = self._clock.wall() - now  # announced times are wall time (R-RES-5)
         window = self._window(session, now + wall_offset)
         ahead = self._queue.ahead_of(session, window.lengths)
         start = self._estimate_start(session, ahead, now)
         moved, not_before = window.start(start + wall_offset, now + wall_offset)
         start = moved - wall_offset
+        earliest, latest = estimate_interval(start, now)
+        earliest = max(earliest, not_before - wall_offset)  # not before its window opens
+        return StartEstimate(ahead, start, earliest, latest, wall_offset, window)
+
+    def _queued(self, session: Session, now: float, *, newcomer: bool) -> Queued:
+        estimate = self.estimate(session, now)
+        ahead, start, wall_offset = estimate.ahead, estimate.start, estimate.wall_offset
         wait = start - now
-        delay = window.check_delay(
+        delay = estimate.window.check_delay(
             check_delay(
                 session.key,
                 newcomer=newcomer,
@@ -96,13 +123,11 @@ class CoreEstimates(CoreTransitions):
         session.check_at = now + delay
         session.no_show_at = no_show_at(session.check_at, delay)
         self._deadlines.schedule(session, session.no_show_at)
-        earliest, latest = estimate_interval(start, now)
-        earliest = max(earliest, not_before - wall_offset)  # not before its window opens
         return Queued(
             position=None if newcomer else ahead + 1,
             starts_at=start + wall_offset,
-            starts_earliest=earliest + wall_offset,
-            starts_latest=latest + wall_offset,
+            starts_earliest=estimate.earliest + wall_offset,
+            starts_latest=estimate.latest + wall_offset,
             check_at=session.check_at + wall_offset,
             retry_after=max(1, math.ceil(delay)),
             download_class=session.base_class,

@@ -205,5 +205,6 @@ class CoreTransitions(CoreState):
         del self._sessions[session.key]
         principal = session.principal
         principal.sessions -= 1
+        principal.owned.pop(session, None)
         if principal.sessions == 0:
             del self._principals[principal.name]

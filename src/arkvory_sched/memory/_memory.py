@@ -25,6 +25,7 @@ from .._model import (
     SchedulerStats,
     TickReport,
 )
+from .._own_downloads import OWN_DOWNLOADS_LIMIT, OwnDownloads
 from .._port import DownloadScheduler, FastPath
 from .._queue_state import QueueState
 from .._request_admission import PendingRequest, RequestTimer, wait_with_timeout
@@ -32,6 +33,7 @@ from .._settings import SchedulerSettings
 from .._tickets import TicketSigner
 from .._ticking import next_tick_delay
 from ._core import SchedulerCore
+from ._own_downloads import downloads_of
 from ._queue_state import queue_state_of
 
 __all__ = ["InMemoryDownloadScheduler"]
@@ -181,6 +183,11 @@ class InMemoryDownloadScheduler(DownloadScheduler, FastPath[GrantState]):
 
     async def queue_state(self) -> QueueState:
         return queue_state_of(self._core)
+
+    async def downloads_of(
+        self, principal: str, *, limit: int = OWN_DOWNLOADS_LIMIT
+    ) -> OwnDownloads:
+        return downloads_of(self._core, principal, limit)
 
     async def close(self) -> None:
         self._core.close()  # refuses and wakes the per-request waiters

@@ -30,7 +30,7 @@ class SessionState(IntEnum):
 class PrincipalRecord:
     """Counters of one principal: bounds, share and round-robin position per class."""
 
-    __slots__ = ("active", "last_tags", "name", "sessions", "waiting")
+    __slots__ = ("active", "last_tags", "name", "owned", "sessions", "waiting")
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -38,6 +38,9 @@ class PrincipalRecord:
         self.waiting = 0
         self.active = 0
         self.last_tags = [0, 0, 0, 0]
+        # The principal's sessions in arrival order (a dict used as an ordered set), so
+        # that its own downloads are found without walking everyone's (issue #19).
+        self.owned: dict[Session, None] = {}
 
 
 class Session:
@@ -51,6 +54,7 @@ class Session:
         "blocked_by",
         "check_at",
         "delivered",
+        "download_id",
         "entry",
         "expiry_bucket",
         "first_estimate",
@@ -63,6 +67,7 @@ class Session:
         "mark",
         "mark_backup",
         "no_show_at",
+        "object_id",
         "object_size",
         "paused_until",
         "principal",
@@ -88,8 +93,13 @@ class Session:
         arrival: float,
         arrival_wall_ms: int,
         seq: int,
+        object_id: str = "",
+        download_id: str | None = None,
     ) -> None:
         self.key = key
+        # Only the principal's own downloads page reads these two (issue #19).
+        self.object_id = object_id
+        self.download_id = download_id
         self.principal = principal
         self.object_size = object_size
         self.base_class = base_class

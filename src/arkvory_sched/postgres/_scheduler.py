@@ -27,6 +27,7 @@ import contextlib
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from .._own_downloads import OWN_DOWNLOADS_LIMIT, OwnDownloads
 from .._port import DownloadScheduler
 from .._queue_state import QueueState
 from . import _sql as sql
@@ -34,6 +35,7 @@ from ._leases import Lease
 from ._options import PostgresOptions
 from ._scheduler_admission import SchedulerAdmission
 from ._scheduler_fleet import SchedulerFleet
+from ._scheduler_own_downloads import read_downloads_of
 from ._scheduler_queue_state import read_queue_state
 from ._scheduler_state import DATABASE_ERRORS
 from ._scheduler_stats import SchedulerStatsPart
@@ -122,6 +124,11 @@ class PostgresScheduler(SchedulerAdmission, SchedulerFleet, SchedulerStatsPart, 
 
     async def queue_state(self) -> QueueState:
         return await read_queue_state(self)
+
+    async def downloads_of(
+        self, principal: str, *, limit: int = OWN_DOWNLOADS_LIMIT
+    ) -> OwnDownloads:
+        return await read_downloads_of(self, principal, limit)
 
     def debug_leases(self) -> list[Lease]:
         """Leases this process knows (tests)."""

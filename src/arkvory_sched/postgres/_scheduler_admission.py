@@ -352,6 +352,8 @@ class SchedulerAdmission(SchedulerClaims):
             settings.strategy is Strategy.ORDERED,
             1.0 / settings.weights[rank],
             NEWCOMER_COUNT_CAP,
+            request.object_id,  # for the principal's own downloads page (issue #19)
+            request.download_id if has_id else None,
         )
 
     async def _wait_again(

@@ -7,6 +7,7 @@ half a second of queue time) and the fleet's delivery rate.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import asyncpg
 
@@ -38,7 +39,22 @@ from ._scheduler_state import (
     SchedulerState,
 )
 
-__all__ = ["SchedulerAnswers"]
+__all__ = ["SchedulerAnswers", "StartEstimate"]
+
+
+@dataclass(frozen=True, slots=True)
+class StartEstimate:
+    """A waiting session's place and start on the fleet's queue time: ``ahead``
+    waiters before it, ``start`` with its interval ``earliest``..``latest``;
+    ``wall_offset`` turns them into wall time, ``window`` is what the class windows
+    changed (its ``check_delay`` bounds the next poll)."""
+
+    ahead: int
+    start: float
+    earliest: float
+    latest: float
+    wall_offset: float
+    window: WindowEstimate
 
 
 class SchedulerAnswers(SchedulerState):
@@ -72,12 +88,53 @@ class SchedulerAnswers(SchedulerState):
         own_ahead = row["own_ahead"]
         if is_newcomer and own_ahead >= NEWCOMER_COUNT_CAP:
             own_ahead = max(own_ahead, snapshot.class_lengths[row["queue_rank"]])
+        estimate = self._estimate(own_ahead, row["queue_rank"], cls, snapshot, now)
+        ahead, start, wall_offset = estimate.ahead, estimate.start, estimate.wall_offset
+        window = estimate.window
+        wait = start - now
+        delay = window.check_delay(
+            check_delay(
+                key,
+                newcomer=is_newcomer,
+                ahead=ahead,
+                wait=wait,
+                marked=bool(row["marked"]),
+                free_at_mark=snapshot.free_at_mark,
+            ),
+            jitter(key),
+        )
+        check_at = now + delay
+        no_show = no_show_at(check_at, delay)
+        if not is_newcomer:  # a newcomer's row already says exactly this
+            await conn.execute(sql.RECORD_CHECK, key, check_at, no_show, start, now)
+        return Queued(
+            position=None if is_newcomer else ahead + 1,
+            starts_at=start + wall_offset,
+            starts_earliest=estimate.earliest + wall_offset,
+            starts_latest=estimate.latest + wall_offset,
+            check_at=check_at + wall_offset,
+            retry_after=max(1, math.ceil(delay)),
+            download_class=cls,
+            ticket=self._session_ticket(key, row),
+        )
+
+    def _estimate(
+        self,
+        own_ahead: int,
+        queue_rank: int,
+        cls: DownloadClass,
+        snapshot: QueueSnapshot,
+        now: float,
+    ) -> StartEstimate:
+        """A waiting session's place and start from its count in its own lane, as its
+        poll computes them, recording nothing: ``_queued`` and the principal's own
+        downloads page (issue #19) read the same numbers."""
         settings = self._settings
         wall_offset = self._clock.wall() - now  # announced times are wall time (R-RES-5)
-        window = self._window(cls, row["queue_rank"], snapshot, now + wall_offset)
+        window = self._window(cls, queue_rank, snapshot, now + wall_offset)
         ahead = stride_ahead(
             own_ahead,
-            row["queue_rank"],
+            queue_rank,
             snapshot.passes,
             window.lengths,
             strides_of(settings.weights),
@@ -97,34 +154,9 @@ class SchedulerAnswers(SchedulerState):
         )
         moved, not_before = window.start(start + wall_offset, now + wall_offset)
         start = moved - wall_offset
-        wait = start - now
-        delay = window.check_delay(
-            check_delay(
-                key,
-                newcomer=is_newcomer,
-                ahead=ahead,
-                wait=wait,
-                marked=bool(row["marked"]),
-                free_at_mark=snapshot.free_at_mark,
-            ),
-            jitter(key),
-        )
-        check_at = now + delay
-        no_show = no_show_at(check_at, delay)
-        if not is_newcomer:  # a newcomer's row already says exactly this
-            await conn.execute(sql.RECORD_CHECK, key, check_at, no_show, start, now)
         earliest, latest = estimate_interval(start, now)
         earliest = max(earliest, not_before - wall_offset)  # not before its window opens
-        return Queued(
-            position=None if is_newcomer else ahead + 1,
-            starts_at=start + wall_offset,
-            starts_earliest=earliest + wall_offset,
-            starts_latest=latest + wall_offset,
-            check_at=check_at + wall_offset,
-            retry_after=max(1, math.ceil(delay)),
-            download_class=cls,
-            ticket=self._session_ticket(key, row),
-        )
+        return StartEstimate(ahead, start, earliest, latest, wall_offset, window)
 
     def _window(
         self, cls: DownloadClass, queue_rank: int, snapshot: QueueSnapshot, wall: float

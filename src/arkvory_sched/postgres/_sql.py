@@ -123,3 +123,7 @@ ROLLBACK: Final = statement("rollback")
 
 QUEUE_STATE_ACTIVE: Final = statement("queue_state_active")
 QUEUE_STATE_HEADS: Final = statement("queue_state_heads")
+
+# ----------------------------------------------------------------------------- own_downloads.sql
+
+OWN_DOWNLOADS: Final = statement("own_downloads")

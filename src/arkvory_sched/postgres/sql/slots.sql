@@ -24,9 +24,11 @@ ANALYZE download_slot
 -- and advance_round, in that order, and counts a waiting newcomer's place as position
 -- does, up to a cap; the outcomes are tested in tests/postgres/test_one_round_trip.py.
 -- $8 (the arrival is a ticket's) is no longer read: the arrival itself says it.
+-- $24 and $25, the object and the client's download id, are stored for the
+-- principal's own downloads page (migration 0011).
 SELECT * FROM admit_session(
     $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12,
-    $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23)
+    $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25)
 
 -- name: claim_slot
 -- One statement, exactly one winner per slot: SKIP LOCKED lets concurrent claims take

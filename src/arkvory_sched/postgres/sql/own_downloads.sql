@@ -1,0 +1,34 @@
+-- A person's own downloads (issue #19, ADR 0025): one principal's sessions and places.
+--
+-- The principal's sessions are found through download_session_principal (principal,
+-- state) and are at most queue_per_principal; only the first $3 by arrival get a
+-- place, counted exactly as a poll counts it (`position`, ADR 0020): one probe of the
+-- place buckets and one bounded index range each. Nothing counts the whole queue.
+
+-- name: own_downloads
+-- $1 the principal, $2 the exact head (as for `position`), $3 how many to describe.
+-- `total` counts all of the principal's sessions (the same index range) so a page can
+-- say how many it left out; `covered` is the bytes delivered from the download's start.
+WITH mine AS (
+    SELECT d.object_id, d.download_id, d.state, d.base_class, d.queue_rank, d.place,
+           d.object_size, d.start_offset, d.delivered, d.waiting_since, d.slot_since,
+           d.paused_until, d.arrival, d.seq, count(*) OVER () AS total
+    FROM download_session AS d
+    WHERE d.principal = $1
+    ORDER BY d.arrival, d.seq
+    LIMIT $3
+)
+SELECT m.object_id, m.download_id, m.state, m.base_class, m.queue_rank, m.object_size,
+       m.start_offset, m.waiting_since, m.slot_since, m.paused_until, m.total,
+       coalesce((SELECT sum(upper(r) - lower(r))
+                 FROM unnest(m.delivered * int8multirange(
+                     int8range(coalesce(m.start_offset, 0), m.object_size))) AS r), 0)::bigint
+           AS covered,
+       CASE WHEN m.state <> 0 THEN NULL
+            WHEN coalesce(b.ahead, 0) < $2
+            THEN waiting_between(m.queue_rank, '{-Infinity,-Infinity,-Infinity}', m.place)
+            ELSE b.ahead + waiting_between(m.queue_rank, b.lo, m.place)
+       END AS own_ahead
+FROM mine AS m
+LEFT JOIN LATERAL place_bucket_of(m.queue_rank, m.place) AS b ON m.state = 0
+ORDER BY m.arrival, m.seq

@@ -1,0 +1,285 @@
+"""A person's own downloads page (issue #19) in a real browser against the real demo.
+
+Two demo servers with real downloads by real clients: a *steady* one whose slots stay
+held by slow downloads while alice waits (layout, labels, keyboard, sign-in, pausing),
+and a *moving* one whose queue drains within seconds, so alice's place visibly falls.
+Other people's downloads run beside hers in both; the tests check that nothing of
+theirs — name, object, download id — reaches her page or her JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Final
+
+import httpx
+import pytest
+from playwright.sync_api import Browser, BrowserContext, Page, Request
+
+from ._busy_demo import MIB, BusyDemo, token_of
+from .conftest import DESKTOP, PHONE
+
+MINE: Final = "/downloads/mine/"
+SCREENSHOT: Final = (
+    Path(__file__).resolve().parents[2] / "docs" / "screenshots" / "own-downloads.png"
+)
+#: Set to write the screenshot into docs/ (otherwise it goes to the test's tmp_path).
+UPDATE_SCREENSHOTS: Final = os.environ.get("ARKVORY_UPDATE_SCREENSHOTS", "") == "1"
+OTHERS: Final = ("bob", "carol", "dave", "erin", "frank", "grace")
+
+
+def as_person(browser: Browser, name: str, **options: Any) -> BrowserContext:
+    """A fresh browser profile that sends ``name``'s bearer token with every request."""
+    context = browser.new_context(
+        extra_http_headers={"Authorization": f"Bearer {token_of(name)}"}, **options
+    )
+    context.set_default_timeout(15_000)
+    return context
+
+
+def api_document(page: Page) -> dict[str, Any]:
+    """The JSON behind the page, fetched by the page itself (same origin, same headers)."""
+    text: str = page.evaluate(
+        "async () => (await fetch(document.body.dataset.api, {cache: 'no-store'})).text()"
+    )
+    document: dict[str, Any] = json.loads(text)
+    return document
+
+
+def assert_nothing_of_others(text: str, demo: BusyDemo) -> None:
+    for download in demo.downloads:
+        if download.principal == "alice":
+            continue
+        assert download.principal not in text
+        assert download.object_id not in text
+        assert download.download_id not in text
+
+
+def waiting_place(page: Page, object_id: str) -> int | None:
+    cell = page.locator(f'li.download[data-object="{object_id}"] [data-field="position"]')
+    if cell.count() == 0:
+        return None
+    value = cell.first.get_attribute("data-position")
+    return None if value is None else int(value)
+
+
+@pytest.fixture(scope="module")
+def steady(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BusyDemo]:
+    """Three slots held for the whole module by slow downloads (bob's, carol's and one
+    of alice's) on a 1.5 MiB/s link; dave, erin and then alice wait behind them."""
+    root = tmp_path_factory.mktemp("steady")
+    files = {f"{name}/build-{index}.iso": 24 * MIB for index, name in enumerate(OTHERS[:4])}
+    files |= {"alice/dataset-2026.tar": 24 * MIB, "alice/toolchain-14.2.tar.zst": 12 * MIB}
+    demo = BusyDemo(
+        root,
+        tmp_path_factory.mktemp("steady-log") / "server.log",
+        sessions=3,
+        bandwidth=3 * MIB // 2,
+        files=files,
+        range_size=MIB,
+    )
+    demo.start()
+    try:
+        demo.download("bob", "bob/build-0.iso", download_id="bob-dl-5d1e0c")
+        demo.download("alice", "alice/dataset-2026.tar", download_id="alice-dl-91b2f7")
+        demo.download("carol", "carol/build-1.iso", download_id="carol-dl-3fa9c4")
+        demo.download("dave", "dave/build-2.iso", download_id="dave-dl-77e012")
+        demo.download("erin", "erin/build-3.iso", download_id="erin-dl-a0b4d8")
+        demo.download("alice", "alice/toolchain-14.2.tar.zst", download_id="alice-dl-c44e9a")
+        yield demo
+        assert demo.errors() == []
+    finally:
+        demo.stop()
+
+
+def test_a_person_sees_their_waiting_and_active_downloads_and_nothing_of_others(
+    browser: Browser, steady: BusyDemo, tmp_path: Path
+) -> None:
+    context = as_person(browser, "alice", viewport=DESKTOP)
+    try:
+        page = context.new_page()
+        response = page.goto(steady.base_url + MINE)
+        assert response is not None and response.status == 200
+        assert "script-src 'self'" in response.headers["content-security-policy"]
+        assert response.headers["x-content-type-options"] == "nosniff"
+        assert response.headers["cache-control"] == "no-store"
+        page.wait_for_selector('li.download[data-state="waiting"]')
+        page.wait_for_selector('li.download[data-state="active"]')
+        assert page.inner_text("#principal") == "alice"
+
+        waiting = page.locator('li.download[data-object="alice/toolchain-14.2.tar.zst"]')
+        assert waiting.get_attribute("data-state") == "waiting"
+        assert waiting_place(page, "alice/toolchain-14.2.tar.zst") == 3  # behind dave, erin
+        assert "in " in waiting.locator('[data-field="starts-in"]').inner_text()
+        assert " – " in waiting.locator('[data-field="interval"]').inner_text()
+        assert "Arkvory-Download-Class: bulk" in waiting.inner_text()
+        active = page.locator('li.download[data-object="alice/dataset-2026.tar"]')
+        assert active.get_attribute("data-state") == "active"
+        assert active.locator("progress").is_visible()
+        advice = page.locator(".advice").inner_text()
+        assert "arkvoryctl download --class bulk URL" in advice
+        assert "--not-after" in advice
+
+        document = api_document(page)
+        assert document["principal"] == "alice"
+        assert {d["objectId"] for d in document["downloads"]} == {
+            "alice/dataset-2026.tar",
+            "alice/toolchain-14.2.tar.zst",
+        }
+        shown = {d["objectId"]: d for d in document["downloads"]}
+        interval = shown["alice/toolchain-14.2.tar.zst"]
+        assert interval["startsEarliest"] <= interval["startsAt"] <= interval["startsLatest"]
+        assert_nothing_of_others(page.content(), steady)
+        assert_nothing_of_others(json.dumps(document), steady)
+
+        if UPDATE_SCREENSHOTS:  # let the downloads get under way for the picture
+            page.wait_for_timeout(4_000)
+            with page.expect_response(lambda answer: answer.url.endswith(MINE + "api")):
+                page.click("#refresh")
+            page.wait_for_timeout(200)
+        page.screenshot(
+            path=str(SCREENSHOT if UPDATE_SCREENSHOTS else tmp_path / "own-downloads.png"),
+            full_page=True,
+        )
+        phone = as_person(browser, "alice", viewport=PHONE)
+        try:
+            small = phone.new_page()
+            small.goto(steady.base_url + MINE)
+            small.wait_for_selector("li.download")
+            small.screenshot(path=str(tmp_path / "own-downloads-phone.png"), full_page=True)
+        finally:
+            phone.close()
+    finally:
+        context.close()
+
+
+def test_a_visitor_without_an_account_gets_401(browser: Browser, steady: BusyDemo) -> None:
+    """The anonymous link is not a person: no page, no JSON, a problem document."""
+    anonymous = browser.new_context()
+    stranger = browser.new_context(extra_http_headers={"Authorization": "Bearer not-a-token"})
+    try:
+        for context in (anonymous, stranger):
+            page = context.new_page()
+            for path in (MINE, MINE + "api"):
+                response = page.goto(steady.base_url + path)
+                assert response is not None and response.status == 401
+                assert response.headers["content-type"] == "application/problem+json"
+                assert response.headers["www-authenticate"].startswith("Bearer")
+                assert json.loads(response.text())["reason"] == "unauthenticated"
+    finally:
+        anonymous.close()
+        stranger.close()
+    # The page's own script and style hold nothing personal and are served to anyone.
+    script = httpx.get(steady.base_url + MINE + "static/own-downloads.js", timeout=5.0)
+    assert script.status_code == 200
+    assert script.headers["content-type"].startswith("text/javascript")
+
+
+def test_a_person_who_logs_in_with_the_demo_cookie_sees_their_downloads(
+    browser: Browser, steady: BusyDemo
+) -> None:
+    """The demo's browser login keeps the token in a cookie; the page reads it as the
+    bearer token (no header here)."""
+    context = browser.new_context(viewport=DESKTOP)
+    try:
+        page = context.new_page()
+        page.goto(f"{steady.base_url}/login?next={MINE}")
+        page.get_by_label("Token").fill(token_of("alice"))
+        page.get_by_role("button", name="Log in").click()
+        page.wait_for_selector('li.download[data-state="waiting"]')
+        assert page.url == steady.base_url + MINE
+        assert page.inner_text("#principal") == "alice"
+        assert_nothing_of_others(page.content(), steady)
+    finally:
+        context.close()
+
+
+def test_at_phone_width_nothing_scrolls_sideways_and_every_control_is_labelled(
+    browser: Browser, steady: BusyDemo
+) -> None:
+    context = as_person(browser, "alice", viewport=PHONE, is_mobile=True, has_touch=True)
+    try:
+        page = context.new_page()
+        page.goto(steady.base_url + MINE)
+        page.wait_for_selector('li.download[data-state="waiting"]')
+        widths = page.evaluate("() => [document.documentElement.scrollWidth, window.innerWidth]")
+        assert widths[0] <= widths[1], widths
+        unlabelled = page.evaluate(
+            """() => [...document.querySelectorAll('button, input, select, textarea, progress, a')]
+                 .filter((el) => el.getClientRects().length > 0)
+                 .filter((el) => !(el.getAttribute('aria-label')
+                   || (el.labels && [...el.labels].some((l) => l.textContent.trim()))
+                   || el.textContent.trim()))
+                 .map((el) => el.outerHTML)"""
+        )
+        assert unlabelled == []
+        assert page.get_by_role("checkbox", name="Update every 3 s").is_checked()
+        assert page.get_by_role("button", name="Refresh now").is_visible()
+        progress = page.get_by_role("progressbar", name="Progress of alice/dataset-2026.tar")
+        assert progress.is_visible()
+    finally:
+        context.close()
+
+
+def test_the_page_is_usable_from_the_keyboard_and_pauses_while_hidden(
+    browser: Browser, steady: BusyDemo
+) -> None:
+    context = as_person(browser, "alice", viewport=DESKTOP)
+    try:
+        page = context.new_page()
+        asked: list[float] = []
+
+        def note(request: Request) -> None:
+            if request.url.endswith(MINE + "api"):
+                asked.append(time.monotonic())
+
+        page.on("request", note)
+        page.goto(steady.base_url + MINE)
+        page.wait_for_selector("li.download")
+        # Keyboard only: Tab reaches the toggle and the button; Space and Enter work.
+        reached = []
+        for _ in range(6):
+            page.keyboard.press("Tab")
+            reached.append(page.evaluate("document.activeElement.id"))
+            if reached[-1] == "refresh":
+                break
+        assert reached[-2:] == ["auto", "refresh"], reached
+        before = len(asked)
+        page.keyboard.press("Enter")
+        page.wait_for_function("() => true", timeout=1_000)
+        deadline = time.monotonic() + 2.0
+        while len(asked) == before and time.monotonic() < deadline:
+            page.wait_for_timeout(50)
+        assert len(asked) > before  # Enter on "Refresh now" asked again
+
+        # It updates on its own every 3 s while shown...
+        start = len(asked)
+        page.wait_for_timeout(3_300)
+        assert len(asked) > start
+        # ...and not at all while the tab is hidden.
+        page.evaluate(
+            """() => { Object.defineProperty(document, 'hidden',
+                                             {value: true, configurable: true});
+                       document.dispatchEvent(new Event('visibilitychange')); }"""
+        )
+        hidden_from = len(asked)
+        page.wait_for_timeout(3_300)
+        assert len(asked) == hidden_from
+        page.evaluate(
+            """() => { Object.defineProperty(document, 'hidden',
+                                             {value: false, configurable: true});
+                       document.dispatchEvent(new Event('visibilitychange')); }"""
+        )
+        page.wait_for_timeout(500)
+        assert len(asked) > hidden_from  # shown again: asks at once
+
+        # Space on the toggle turns the updates off.
+        page.focus("#auto")
+        page.keyboard.press(" ")
+        assert not page.is_checked("#auto")
+    finally:
+        context.close()
