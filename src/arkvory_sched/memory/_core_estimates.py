@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 from .._classes import DownloadClass
 from .._model import (
@@ -13,6 +12,7 @@ from .._model import (
 )
 from ..policy import (
     TICKET_REUSE_SECONDS,
+    StartEstimate,
     WindowEstimate,
     busy_retry_after,
     check_delay,
@@ -27,22 +27,7 @@ from ..policy import (
 from ._core_transitions import CoreTransitions
 from ._session import Session
 
-__all__ = ["CoreEstimates", "StartEstimate"]
-
-
-@dataclass(frozen=True, slots=True)
-class StartEstimate:
-    """A waiting session's place and start on the queue's monotonic time: ``ahead``
-    waiters before it, ``start`` with its interval ``earliest``..``latest``;
-    ``wall_offset`` turns them into wall time, ``window`` is what the class windows
-    changed (its ``check_delay`` bounds the next poll)."""
-
-    ahead: int
-    start: float
-    earliest: float
-    latest: float
-    wall_offset: float
-    window: WindowEstimate
+__all__ = ["CoreEstimates"]
 
 
 class CoreEstimates(CoreTransitions):

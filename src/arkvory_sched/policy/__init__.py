@@ -66,6 +66,7 @@ from ._forecast import (
 )
 from ._gate import (
     ClassGate,
+    StartEstimate,
     WindowEstimate,
     class_ages,
     class_gate,
@@ -144,6 +145,7 @@ __all__ = [
     "MarkBudget",
     "Stall",
     "StallReason",
+    "StartEstimate",
     "WindowEstimate",
     "YieldCandidate",
     "YieldHead",

@@ -27,6 +27,7 @@ from ._windows import ClassWindow, is_open, next_closing, next_opening
 
 __all__ = [
     "ClassGate",
+    "StartEstimate",
     "WindowEstimate",
     "class_ages",
     "class_gate",
@@ -276,3 +277,18 @@ def window_estimate(
     return WindowEstimate(
         shown, schedule.windows, schedule.outside_share, gate.openings[base_rank], wall
     )
+
+
+@dataclass(frozen=True, slots=True)
+class StartEstimate:
+    """A waiting session's place and start on its store's queue time, as both stores
+    answer it: ``ahead`` waiters before it, ``start`` with its interval
+    ``earliest``..``latest``; ``wall_offset`` turns them into wall time, ``window`` is
+    what the class windows changed (its ``check_delay`` bounds the next poll)."""
+
+    ahead: int
+    start: float
+    earliest: float
+    latest: float
+    wall_offset: float
+    window: WindowEstimate

@@ -7,7 +7,6 @@ half a second of queue time) and the fleet's delivery rate.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import asyncpg
 
@@ -19,6 +18,7 @@ from .._model import (
 )
 from ..policy import (
     TICKET_REUSE_SECONDS,
+    StartEstimate,
     WindowEstimate,
     check_delay,
     estimate_interval,
@@ -39,22 +39,7 @@ from ._scheduler_state import (
     SchedulerState,
 )
 
-__all__ = ["SchedulerAnswers", "StartEstimate"]
-
-
-@dataclass(frozen=True, slots=True)
-class StartEstimate:
-    """A waiting session's place and start on the fleet's queue time: ``ahead``
-    waiters before it, ``start`` with its interval ``earliest``..``latest``;
-    ``wall_offset`` turns them into wall time, ``window`` is what the class windows
-    changed (its ``check_delay`` bounds the next poll)."""
-
-    ahead: int
-    start: float
-    earliest: float
-    latest: float
-    wall_offset: float
-    window: WindowEstimate
+__all__ = ["SchedulerAnswers"]
 
 
 class SchedulerAnswers(SchedulerState):
