@@ -10,7 +10,7 @@ exhausted) or failed otherwise. Nothing here decides anything: the SDK's events 
 measurement. Files go to a tmpfs directory and are deleted as soon as they are complete,
 so the disk is never the bottleneck.
 
-Run: ``python -m benchmarks._gate_crowd SPEC.json OUT.json`` where the spec holds
+Run: ``python -m benchmarks._gate_crowd SPEC OUT.json`` where the JSON spec holds
 ``url``, ``token``, ``origin`` (epoch seconds), ``arrivals`` and ``directory``.
 """
 
@@ -92,5 +92,4 @@ async def _main(spec: dict[str, Any], out: str) -> None:
 
 
 if __name__ == "__main__":
-    with open(sys.argv[1], encoding="utf-8") as spec_file:
-        asyncio.run(_main(json.load(spec_file), sys.argv[2]))
+    asyncio.run(_main(json.loads(sys.argv[1]), sys.argv[2]))

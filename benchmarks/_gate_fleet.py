@@ -1,8 +1,8 @@
 """The gate's real processes: demo servers, HAProxy, the link, and what is sampled from them.
 
-Servers run this tree's code (``python -m arkvory_sched.demo serve`` with the tree on
-``PYTHONPATH``), each a single uvicorn process, so ``/proc/<pid>/stat`` is the whole of
-its CPU. HAProxy is Debian's binary with a generated configuration: round-robin per
+Servers run this tree's code (``arkvory-demo serve`` as :mod:`benchmarks._gate_server`,
+with the tree on ``PYTHONPATH``), each a single uvicorn process, so ``/proc/<pid>/stat``
+holds all of its CPU. HAProxy is Debian's binary with a generated configuration: round-robin per
 request, no affinity, health checks on ``/readyz`` every 250 ms (down after 2 misses),
 so a killed server is out of rotation within about half a second. The common practice
 adds ``maxconn`` per server and ``timeout queue 20s``: HAProxy's own per-request queue.
@@ -75,6 +75,7 @@ class Fleet:
     port_base: int
     servers: list[subprocess.Popen[bytes]] = field(default_factory=list)
     others: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    clients: list[subprocess.Popen[bytes]] = field(default_factory=list)
     server_ports: list[int] = field(default_factory=list)
     cpu: dict[int, float] = field(default_factory=dict)
 
@@ -140,10 +141,11 @@ class Fleet:
         for process in self.servers:
             if process.poll() is None:
                 self.cpu[process.pid] = cpu_seconds(process.pid)
-        for process in [*self.servers, *self.others]:
+        everything = [*self.clients, *self.servers, *self.others]
+        for process in everything:
             if process.poll() is None:
                 process.send_signal(signal.SIGTERM)
-        for process in [*self.servers, *self.others]:
+        for process in everything:
             try:
                 process.wait(timeout=15)
             except subprocess.TimeoutExpired:

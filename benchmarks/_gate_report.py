@@ -197,46 +197,35 @@ def _s(value: float) -> str:
     return "–" if math.isnan(value) else f"{value:.1f} s"
 
 
-def _triple(values: tuple[float, float, float]) -> str:
-    return " / ".join(_s(value) for value in values)
-
-
-def _table(f: Figures, workload: Workload) -> list[str]:
-    told = f["estimated"] > 0
-    outcome = f"{f['finished']} / {f['failed']} / {f['gave_up']} ({f['failures']})"
-    (e50, e95), (r50, r95) = f["error"], f["relative"]
+def _rows(f: Figures, slots: int, batch: float) -> list[tuple[str, str]]:
+    told, (e50, e95), (r50, r95) = f["estimated"] > 0, f["error"], f["relative"]
+    errors = f"{_s(e50)} / {_s(e95)} ({100 * r50:.0f} % / {100 * r95:.0f} %)"
     rows = [
-        ("finished / failed / gave up (failed requests retried)", outcome),
-        ("completion mean / p50 / p95", _triple(f["completion"])),
-        ("the ideal oracle's, same arrivals", _triple(f["ideal"])),
-        ("mean ÷ ideal mean", f"{f['completion'][0] / f['ideal'][0]:.3f}"),
         (
-            f"first batch: the {workload.slots}th completion (one batch"
-            f" {workload.batch_seconds:.1f} s)",
-            _s(f["first_batch"]),
+            "finished / failed / gave up (failed requests retried)",
+            f"{f['finished']} / {f['failed']} / {f['gave_up']} ({f['failures']})",
         ),
+        ("completion mean / p50 / p95", " / ".join(map(_s, f["completion"]))),
+        ("the ideal oracle's, same arrivals", " / ".join(map(_s, f["ideal"]))),
+        ("mean ÷ ideal mean", f"{f['completion'][0] / f['ideal'][0]:.3f}"),
+        (f"first batch: the {slots}th completion (one batch {batch:.1f} s)", _s(f["first_batch"])),
         ("link utilisation while anyone waits", f"{100 * f['utilisation']:.1f} %"),
         (
             "start-estimate error p50 / p95 (÷ the wait)",
-            f"{_s(e50)} / {_s(e95)} ({100 * r50:.0f} % / {100 * r95:.0f} %) over"
-            f" {f['estimated']} downloads told a start"
-            if told
-            else "– (nobody is told a start)",
+            f"{errors} over {f['estimated']} told a start" if told else "– (nobody is told one)",
         ),
         ("p95 of error ÷ max(10 % of the wait, 2 s)", f"{f['bound_p95']:.2f}" if told else "–"),
         ("starts inside the announced interval", f"{100 * f['inside']:.1f} %" if told else "–"),
         (
             "most sessions active (sampled every 250 ms)",
-            "–" if math.isnan(f["max_active"]) else f"{f['max_active']} (limit {workload.slots})",
+            "–" if math.isnan(f["max_active"]) else f"{f['max_active']} (limit {slots})",
         ),
         ("server CPU per GiB delivered", f"{f['cpu_per_gib']:.2f} s ({f['gib']:.2f} GiB)"),
     ]
     if f["double_grants"] is not None:
-        rows += [
-            ("samples of the slot rows breaking a grant's uniqueness", str(f["double_grants"])),
-            ("largest move back of a position", str(f["position_rise"])),
-        ]
-    return ["| figure | measured |", "| --- | --- |", *(f"| {a} | {b} |" for a, b in rows)]
+        rows.append(("samples of the slot rows breaking a grant", str(f["double_grants"])))
+        rows.append(("largest move back of a position", str(f["position_rise"])))
+    return rows
 
 
 def report_section(
@@ -247,18 +236,21 @@ def report_section(
     machine: str,
     started: datetime,
 ) -> str:
+    """The section of RESULTS.md: the run, one table per configuration, the targets."""
+    w = workload
     lines = [
         "## The gate: the mass update end to end",
         "",
         f"`{command}` (`make bench-gate`), {started:%Y-%m-%d %H:%M} UTC; {machine}."
-        f" {workload.downloads} downloads of one {workload.size // 2**20} MiB object by the"
-        f" async SDK ({workload.processes} client processes, arrivals uniform over the first"
-        f" {workload.spread:.0f} s, 8 MiB ranges) over one {workload.rate // 2**20} MiB/s link"
-        f" (one token bucket in front of the fleet), {workload.slots} session slots.",
+        f" {w.downloads} downloads of one {w.size >> 20} MiB object by the async SDK"
+        f" ({w.processes} client processes, arrivals uniform over the first {w.spread:.0f}"
+        f" s, 8 MiB ranges), one {w.rate >> 20} MiB/s link shared by the fleet (one token"
+        f" bucket every server sends through), {w.slots} session slots.",
         "",
     ]
     for name, f in results.items():
-        lines += [f"### {LABELS[name]}", "", *_table(f, workload), ""]
+        lines += [f"### {LABELS[name]}", "", "| figure | measured |", "| --- | --- |"]
+        lines += [f"| {a} | {b} |" for a, b in _rows(f, w.slots, w.batch_seconds)] + [""]
         if (fault := f["fault"]) is not None:
             who = "the server leading the queue" if fault["was_leader"] else "a server"
             lines += [

@@ -87,25 +87,17 @@ def _server_env(workload: Workload, common_practice: bool) -> dict[str, str]:
 
 async def _crowd(workload: Workload, fleet: Fleet, url: str, origin: float) -> list[Any]:
     """Run the client processes, each with every ``processes``-th arrival; their records."""
-    arrivals, n = workload.arrivals(), workload.processes
-    for number in range(n):
-        spec = {
-            "url": url,
-            "token": TOKEN,
-            "origin": origin,
-            "arrivals": arrivals[number::n],
-            "directory": f"/dev/shm/arkvory-gate-{number}-{origin:.0f}",
-        }
-        (fleet.work / f"crowd-{number}.json").write_text(json.dumps(spec))
-    outs = [fleet.work / f"records-{number}.json" for number in range(n)]
-    crowd = [
-        fleet.spawn(
-            ["-m", "benchmarks._gate_crowd", str(fleet.work / f"crowd-{i}.json"), str(out)],
-            f"crowd-{i}",
+    arrivals, n, outs = workload.arrivals(), workload.processes, []
+    for i in range(n):
+        spec = {"url": url, "token": TOKEN, "origin": origin, "arrivals": arrivals[i::n]}
+        spec["directory"] = f"/dev/shm/arkvory-gate-{i}-{origin:.0f}"
+        outs.append(fleet.work / f"records-{i}.json")
+        fleet.clients.append(
+            fleet.spawn(
+                ["-m", "benchmarks._gate_crowd", json.dumps(spec), str(outs[-1])], f"crowd-{i}"
+            )
         )
-        for i, out in enumerate(outs)
-    ]
-    while any(process.poll() is None for process in crowd):
+    while any(process.poll() is None for process in fleet.clients):
         await asyncio.sleep(0.5)
     return [record for out in outs for record in json.loads(out.read_text())]
 
