@@ -165,31 +165,39 @@ class Sampler:
     active: list[tuple[float, int]] = field(default_factory=list)
     slots: list[tuple[float, list[tuple[int, bytes, int, str]]]] = field(default_factory=list)
     leader: str | None = None
+    _connection: Any = None
 
     async def run(self, stop: asyncio.Event) -> None:
-        if not self.readyz and self.schema is None:
-            return
-        connection: Any = None
-        if self.schema is not None:
-            connection = await asyncpg.connect(DSN, server_settings={"search_path": self.schema})
         async with httpx.AsyncClient(timeout=2.0) as http:
             while not stop.is_set():
-                now = time.time()
-                if connection is not None:
-                    rows = await connection.fetch(
-                        "SELECT slot_no, session_key, lease_token, holder_node FROM download_slot"
-                        " WHERE session_key IS NOT NULL"
-                    )
-                    held = [(r[0], bytes(r[1]), r[2], r[3]) for r in rows]
-                    self.slots.append((now, held))
-                    self.active.append((now, len(held)))
-                    self.leader = await connection.fetchval("SELECT node_id FROM queue_leader")
-                else:
+                if self.schema is not None:
+                    await self._sample_database()
+                elif self.readyz:
                     total = 0
                     for url in self.readyz:
                         with contextlib.suppress(httpx.HTTPError, ValueError, KeyError):
                             total += int((await http.get(url)).json()["active"])
-                    self.active.append((now, total))
+                    self.active.append((time.time(), total))
                 await asyncio.sleep(0.25)
-        if connection is not None:
-            await connection.close()
+        if self._connection is not None:
+            await self._connection.close()
+
+    async def _sample_database(self) -> None:
+        """One sample of the slot rows; a lost connection (other tests on this database
+        terminate backends) costs a sample and is opened again, never the run."""
+        try:
+            if self._connection is None or self._connection.is_closed():
+                settings = {"search_path": str(self.schema)}
+                self._connection = await asyncpg.connect(DSN, server_settings=settings)
+            now = time.time()
+            rows = await self._connection.fetch(
+                "SELECT slot_no, session_key, lease_token, holder_node FROM download_slot"
+                " WHERE session_key IS NOT NULL"
+            )
+            self.leader = await self._connection.fetchval("SELECT node_id FROM queue_leader")
+        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError):
+            self._connection = None
+            return
+        held = [(r[0], bytes(r[1]), r[2], r[3]) for r in rows]
+        self.slots.append((now, held))
+        self.active.append((now, len(held)))
