@@ -72,7 +72,7 @@ bench-pg: install
 bench-pg-million: install
 	$(BIN)/python -m benchmarks.pg_scale --sizes 65536,1048576
 
-# The mass update end to end (about 12 minutes): real SDK clients, one server in memory,
+# The mass update end to end (about 13 minutes): real SDK clients, one server in memory,
 # three sharing PostgreSQL behind HAProxy (one killed mid-run), and HAProxy's per-request
 # queue without the scheduler; needs PostgreSQL as bench-pg does. See benchmarks/gate.py.
 HAPROXY := /usr/sbin/haproxy

@@ -34,6 +34,18 @@ LABELS = {
 }
 
 
+METHOD = (
+    "Configuration 3 runs the same servers with `ARKVORY_DOWNLOAD_STRATEGY=shared` and 1,024"
+    " per-request places, so the scheduler admits every request and HAProxy's queue (`maxconn`"
+    " {maxconn} per server, `timeout queue 20s`) is the only admission; the SDK's default budget"
+    " (5 failed attempts per request, 20 per download) counts every HAProxy `503`, which has no"
+    " `Retry-After`. Ideal: the simulation's oracle on the arrivals the crowd really had."
+    " Estimates are scored as the simulation scores them, from the first answer with a place."
+    " Double grants: the slot rows every 250 ms (ADR 0010), broken by more held slots than the"
+    " limit, a session on two slots, or a fencing token seen with another slot or session."
+    " Positions: every place each client was told, in order (ADR 0020: with nobody joining"
+    " ahead a place never rises)."
+)
 Figures = dict[str, Any]
 """One configuration's figures by name (see :func:`figures`); ``nan`` where none apply."""
 
@@ -246,6 +258,8 @@ def report_section(
         f" ({w.processes} client processes, arrivals uniform over the first {w.spread:.0f}"
         f" s, 8 MiB ranges), one {w.rate >> 20} MiB/s link shared by the fleet (one token"
         f" bucket every server sends through), {w.slots} session slots.",
+        "",
+        METHOD.format(maxconn=w.slots // 3),
         "",
     ]
     for name, f in results.items():
