@@ -11,7 +11,7 @@ $(BIN)/.installed: pyproject.toml
 	touch $@
 
 .PHONY: install run test lint simulate bench bench-http bench-instructions bench-pg \
-	bench-pg-million clean
+	bench-pg-million bench-gate clean
 install: $(BIN)/.installed
 
 EXAMPLE_DIR := examples/artifacts
@@ -67,6 +67,17 @@ bench-pg: install
 
 bench-pg-million: install
 	$(BIN)/python -m benchmarks.pg_scale --sizes 65536,1048576
+
+# The mass update end to end (about 13 minutes): real SDK clients, one server in memory,
+# three sharing PostgreSQL behind HAProxy (one killed mid-run), and HAProxy's per-request
+# queue without the scheduler; needs PostgreSQL as bench-pg does. See benchmarks/gate.py.
+HAPROXY := /usr/sbin/haproxy
+$(HAPROXY):
+	$(SUDO) apt-get install -y --no-install-recommends haproxy || \
+		($(SUDO) apt-get update && $(SUDO) apt-get install -y --no-install-recommends haproxy)
+
+bench-gate: install $(HAPROXY)
+	$(BIN)/python -m benchmarks.gate
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache
