@@ -110,3 +110,20 @@ async def test_a_process_reporting_only_its_peak_still_counts_in_full(
     await _beat_and_lead(fleet)
     stored = await db.fetchval("SELECT fleet_rate FROM queue_state")
     assert stored == pytest.approx(RATE + 4 * MIB, rel=1e-3)
+
+
+async def test_a_minute_without_deliveries_keeps_the_last_fleet_rate(
+    connect: Connect, db: asyncpg.Connection
+) -> None:
+    """As one process keeps its last peak, the fleet keeps its last rate: falling back
+    to the leader's own rate would be one process's share of the fleet's."""
+    clock = FakeClock()
+    fleet, _ = await _taking_turns(connect, clock, seconds=6)
+    clock.advance(0.5)
+    await _beat_and_lead(fleet)
+    clock.advance(90.0)
+    for scheduler in fleet:
+        assert scheduler._rate.peak(clock.monotonic()) == 0.0
+    await _beat_and_lead(fleet)
+    stored = await db.fetchval("SELECT fleet_rate FROM queue_state")
+    assert stored == pytest.approx(RATE, rel=1e-3)
