@@ -98,6 +98,25 @@ class PeakRateMeter:
                 found.append(self._bytes[slot])
         return found
 
+    def complete_seconds(self, now: float) -> tuple[int, list[float]]:
+        """The window ending at ``now`` second by second: ``(first, bytes)``.
+
+        ``bytes[i]`` is what second ``first + i`` carried, 0.0 for a second with
+        nothing booked; the list always holds ``window_seconds`` entries, the last for
+        the second before the one containing ``now``. Processes that book on one shared
+        time scale can add their lists second by second: the peak of that sum is the
+        rate of all of them together, which the sum of their own peaks overstates
+        whenever they peak in different seconds (ADR 0027).
+        """
+        if not math.isfinite(now):
+            raise ValueError(f"now must be finite, got {now!r}")
+        first = math.floor(now) - self._window
+        found: list[float] = []
+        for second in range(first, first + self._window):
+            slot = second % self._ring
+            found.append(self._bytes[slot] if self._seconds[slot] == second else 0.0)
+        return first, found
+
     def peak(self, now: float) -> float:
         """Bytes of the busiest complete second of the window ending at ``now``; 0.0 if none."""
         if not math.isfinite(now):

@@ -171,6 +171,41 @@ def test_invalid_input_is_rejected() -> None:
         meter.peak(math.nan)
 
 
+def test_complete_seconds_lists_every_second_of_the_window_in_order() -> None:
+    meter = PeakRateMeter(4)
+    meter.record(100.2, 100.7, 500)  # second 100
+    meter.record(102.0, 104.0, 2000)  # seconds 102 and 103, 1000 each
+    meter.record(104.5, 104.6, 999)  # second 104: in progress at 104.9
+    first, seconds = meter.complete_seconds(104.9)
+    assert first == 100
+    assert seconds == [500.0, 0.0, 1000.0, 1000.0]
+    assert max(seconds) == meter.peak(104.9)
+
+
+def test_complete_seconds_of_two_meters_add_up_to_the_fleets_peak() -> None:
+    """Two processes each delivering R in alternate seconds peak at R each; the fleet
+    together delivered R every second, not 2R (ADR 0027)."""
+    rate = 1000
+    even, odd = PeakRateMeter(10), PeakRateMeter(10)
+    for second in range(20):
+        (even if second % 2 == 0 else odd).record(second, second + 1, rate)
+    first_even, even_seconds = even.complete_seconds(20.5)
+    first_odd, odd_seconds = odd.complete_seconds(20.5)
+    assert first_even == first_odd == 10
+    summed = [a + b for a, b in zip(even_seconds, odd_seconds, strict=True)]
+    assert even.peak(20.5) + odd.peak(20.5) == 2 * rate
+    assert max(summed) == rate
+
+
+def test_complete_seconds_forget_a_slot_reused_a_lap_later() -> None:
+    meter = PeakRateMeter(3)
+    meter.record(1.0, 1.5, 700)  # second 1, in ring slot 1
+    meter.record(9.0, 9.5, 0)  # nothing: slot 1 still says second 1
+    assert meter.complete_seconds(9.5) == (6, [0.0, 0.0, 0.0])
+    with pytest.raises(ValueError, match="finite"):
+        meter.complete_seconds(math.inf)
+
+
 # --- properties ----------------------------------------------------------------------------
 
 times = st.floats(0.0, 300.0, allow_nan=False, allow_infinity=False)
@@ -196,6 +231,9 @@ def test_buckets_match_an_exact_model_once_everything_is_reported(
     expected_peak = float(max(in_window))
     assert meter.peak(now) == pytest.approx(expected_peak, rel=1e-9, abs=1e-6)
     assert abs(meter.total_recent(now) - float(sum(in_window))) <= 1.0
+    first, seconds = meter.complete_seconds(now)
+    assert first == current - window
+    assert seconds == pytest.approx([float(b) for b in in_window], rel=1e-9, abs=1e-6)
 
 
 @given(st.integers(1, 10), records_strategy, times)

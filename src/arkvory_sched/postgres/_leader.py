@@ -149,12 +149,15 @@ class QueueLeader:
         now: float,
         in_flight: list[bytes],
         local_rate: float,
+        local_seconds: tuple[int, Sequence[float]],
         last_trouble: float,
         closed: bool = False,
     ) -> LeaderOutcome:
         """Reap, release idle, expire, age, refresh estimates and mark — fenced.
 
         ``now`` and ``last_trouble`` are queue time (the scheduler's clock).
+        ``local_seconds`` is this process's ``PeakRateMeter.complete_seconds(now)``,
+        added to the other processes' seconds for the fleet's rate (ADR 0027).
         """
         if not await self._fold(conn):
             return LeaderOutcome(0, 0, ())
@@ -210,7 +213,14 @@ class QueueLeader:
             await conn.execute(sql.CANCEL_STALE_YIELDS)
             gate = self._window_gate(settings, now)
             marked = await self._mark_waiters(
-                conn, settings, now, sum(lengths), local_rate, idle_classes, last_writes, gate
+                conn,
+                settings,
+                now,
+                sum(lengths),
+                (local_rate, local_seconds),
+                idle_classes,
+                last_writes,
+                gate,
             )
             yielding: bytes | None = None
             if settings.preempt and settings.strategy is not Strategy.SHARED and not closed:
@@ -280,7 +290,7 @@ class QueueLeader:
         settings: SchedulerSettings,
         now: float,
         waiting: int,
-        local_rate: float,
+        local: tuple[float, tuple[int, Sequence[float]]],
         idle_classes: Sequence[int],
         last_writes: list[tuple[str, tuple[object, ...]]],
         gate: ClassGate | None,
@@ -289,12 +299,22 @@ class QueueLeader:
         order of the fair queue: stride between classes, round-robin within a class;
         a class outside its windows only within its share (R-WIN-2)."""
         active_rows = await conn.fetch(tick_sql.ACTIVE_FOR_ESTIMATE)
-        # The leader's own rate as it is now, not as its last heartbeat reported it: a
-        # heartbeat comes every second of real time, so the rate it carried would make
-        # the marks depend on the pace of the machine rather than on queue time. Only
-        # the other processes' rates are as of their heartbeats (ADR 0017).
-        others = await conn.fetchval(tick_sql.OTHER_NODES_RATE, self._lease_seconds, self._node)
-        fleet_rate = others + local_rate
+        # The leader's own seconds as they are now, not as its last heartbeat reported
+        # them: a heartbeat comes every second of real time, so the seconds it carried
+        # would make the marks depend on the pace of the machine rather than on queue
+        # time. Only the other processes' seconds are as of their heartbeats (ADR 0017).
+        # The fleet's rate is the peak of the seconds summed over the fleet, not the
+        # sum of each process's own peak (ADR 0027).
+        local_rate, (first, seconds) = local
+        fleet_rate = await conn.fetchval(
+            tick_sql.FLEET_PEAK_RATE,
+            self._lease_seconds,
+            self._node,
+            first,
+            list(seconds),
+            first + len(seconds),
+            len(seconds),
+        )
         rate = estimate_rate(fleet_rate, local_rate, settings.bandwidth)
         per_session = rate / max(1, len(active_rows))
         remaining = [_remaining(row) for row in active_rows]

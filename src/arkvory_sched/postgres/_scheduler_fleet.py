@@ -92,12 +92,14 @@ class SchedulerFleet(SchedulerDelivery):
                 await self._fleet_duties(conn)
                 await self._record_late_deliveries(conn)
                 if await self._leader.elect(conn):
+                    now = self._clock.monotonic()
                     outcome = await self._leader.tick(
                         conn,
                         settings=self._settings,
-                        now=self._clock.monotonic(),
+                        now=now,
                         in_flight=self._leases.in_flight_keys(),
                         local_rate=self._local_rate(),
+                        local_seconds=self._rate.complete_seconds(now),
                         last_trouble=self._last_trouble,
                         closed=self._closed,
                     )
@@ -166,8 +168,14 @@ class SchedulerFleet(SchedulerDelivery):
             await self._return_idle_shares(conn)
 
     async def _heartbeat(self, conn: asyncpg.Connection, rate: float) -> None:
-        """The fleet's heartbeat; the database time it returns keeps the queue clock."""
-        beat = conn.fetchval(sql.HEARTBEAT, self._node, rate)
+        """The fleet's heartbeat; the database time it returns keeps the queue clock.
+
+        It carries this process's complete seconds of queue time, the clock every
+        process shares, so the leader can add the fleet's bytes second by second
+        (ADR 0027); and its own peak ``rate``, which an older leader adds up instead.
+        """
+        first, seconds = self._rate.complete_seconds(self._clock.monotonic())
+        beat = conn.fetchval(sql.HEARTBEAT, self._node, rate, first, seconds)
         if self._db_clock is None:
             await beat
         else:

@@ -2,8 +2,11 @@
 
 -- name: heartbeat
 -- Returns the database's clock: the sample that keeps a node's queue time (DatabaseClock).
-INSERT INTO fleet_node (node_id, rate) VALUES ($1, $2)
-ON CONFLICT (node_id) DO UPDATE SET heartbeat_at = now(), rate = excluded.rate
+-- The node's own peak ($2) and its complete seconds of queue time, the first ($3) and
+-- their bytes ($4), from which the leader sums the fleet's rate (migration 0012).
+INSERT INTO fleet_node (node_id, rate, rate_first, rate_seconds) VALUES ($1, $2, $3, $4)
+ON CONFLICT (node_id) DO UPDATE SET heartbeat_at = now(), rate = excluded.rate,
+    rate_first = excluded.rate_first, rate_seconds = excluded.rate_seconds
 RETURNING extract(epoch FROM clock_timestamp())::float8
 
 -- name: leave_fleet

@@ -165,11 +165,35 @@ SELECT d.base_class, d.principal, d.object_size, d.start_offset, d.yield_request
            AS covered
 FROM download_slot AS s JOIN download_session AS d ON d.session_key = s.session_key
 
--- name: other_nodes_rate
--- The delivery rates the other live processes reported with their heartbeats; the
--- leader adds its own rate as it is at the tick.
-SELECT coalesce(sum(rate), 0)::float8 FROM fleet_node
-WHERE heartbeat_at >= now() - make_interval(secs => $1) AND node_id <> $2
+-- name: fleet_peak_rate
+-- The fleet's delivery rate (ADR 0027): the bytes of every live process added second
+-- by second, then the busiest of the complete seconds [$5 - $6, $5). The other
+-- processes' seconds are as of their heartbeats; the leader passes its own as they are
+-- at the tick (first $3, bytes $4). A live process without seconds (an older version,
+-- during a rolling upgrade) adds its own peak, as the older leader did. With no byte
+-- in the window the last fleet rate stored stays, as one process keeps its last peak.
+WITH live AS (
+    SELECT rate, rate_first, rate_seconds FROM fleet_node
+    WHERE heartbeat_at >= now() - make_interval(secs => $1) AND node_id <> $2
+), seconds AS (
+    SELECT l.rate_first + s.i - 1 AS second, s.nbytes
+    FROM live AS l, unnest(l.rate_seconds) WITH ORDINALITY AS s(nbytes, i)
+    WHERE l.rate_first IS NOT NULL
+    UNION ALL
+    SELECT $3::bigint + s.i - 1, s.nbytes
+    FROM unnest($4::float8[]) WITH ORDINALITY AS s(nbytes, i)
+), peak AS (
+    SELECT coalesce(max(total), 0) AS peak FROM (
+        SELECT sum(nbytes) AS total FROM seconds
+        WHERE second >= $5::bigint - $6::int AND second < $5::bigint
+        GROUP BY second
+    ) AS per_second
+)
+SELECT coalesce(
+    nullif(peak.peak + (SELECT coalesce(sum(rate), 0) FROM live WHERE rate_seconds IS NULL), 0),
+    (SELECT fleet_rate FROM queue_state)
+)::float8
+FROM peak
 
 -- name: store_estimates
 UPDATE queue_state SET finish_table = $1, finish_table_at = $2, fleet_rate = $3,

@@ -1,0 +1,11 @@
+-- The fleet's delivery rate from per-second byte counts (R-EST-1, ADR 0027).
+--
+-- Each process reported only its own peak (rate) and the leader added them; processes
+-- behind a load balancer peak in different seconds, so that sum counted one link
+-- several times. A heartbeat now also carries the process's complete seconds of the
+-- last minute in queue time, which every process reads alike: rate_seconds[i] is the
+-- bytes of second rate_first + i - 1. The leader adds them second by second and takes
+-- the peak. rate stays, written by every heartbeat: an older leader still reads it
+-- during a rolling upgrade, and a newer leader adds the rate of an older process,
+-- whose row has no seconds.
+ALTER TABLE fleet_node ADD COLUMN rate_first bigint, ADD COLUMN rate_seconds double precision[];

@@ -1,0 +1,129 @@
+"""The fleet's delivery rate on PostgreSQL (R-EST-1, ADR 0027).
+
+Behind a load balancer the processes of a fleet take turns with a session's ranges, so
+each one peaks in different seconds. The fleet's rate is the peak of their summed
+per-second bytes; the sum of their own peaks would count one link several times.
+"""
+
+from __future__ import annotations
+
+import asyncpg
+import pytest
+
+from arkvory_sched import Admitted, Grant
+from arkvory_sched.postgres import PostgresScheduler
+from arkvory_sched.testing import FakeClock
+from tests.postgres._helpers import FLEET_SETTINGS, MIB, Connect, download
+
+pytestmark = pytest.mark.anyio
+
+RATE = 10 * MIB  # what the link delivers every second, whichever process sends it
+PROCESSES = 3
+
+
+async def _taking_turns(
+    connect: Connect, clock: FakeClock, seconds: int
+) -> tuple[list[PostgresScheduler], list[Grant]]:
+    """Three processes, each serving its own session, delivering ``RATE`` in turn: one
+    process a second, so each one's own peak is ``RATE`` and so is the fleet's. Ends on
+    a second's boundary."""
+    settings = FLEET_SETTINGS.with_changes(sessions=PROCESSES)
+    fleet = [
+        await connect(clock=clock, node_id=f"node-{n}", settings=settings) for n in range(PROCESSES)
+    ]
+    grants: list[Grant] = []
+    for n, scheduler in enumerate(fleet):
+        decision = await scheduler.admit(download(f"agent-{n}", f"dl-{n}"))
+        assert isinstance(decision, Admitted), decision
+        grants.append(decision.grant)
+    for second in range(seconds):
+        turn = second % PROCESSES
+        # One byte closes the process's idle gap, so the rest lands in this second alone.
+        await fleet[turn].progress(grants[turn], 1)
+        clock.advance(1.0)
+        await fleet[turn].progress(grants[turn], RATE - 1)
+    return fleet, grants
+
+
+async def _beat_and_lead(fleet: list[PostgresScheduler]) -> PostgresScheduler:
+    """Every process beats (reporting its seconds), then the leader ticks again."""
+    for _ in range(2):
+        for scheduler in fleet:
+            scheduler._next_heartbeat = 0.0  # the heartbeat is due now
+            await scheduler.tick()
+    leaders = [scheduler for scheduler in fleet if scheduler.is_leader]
+    assert len(leaders) == 1
+    return leaders[0]
+
+
+async def test_processes_peaking_in_turn_make_a_fleet_rate_of_one_link_not_three(
+    connect: Connect, db: asyncpg.Connection
+) -> None:
+    clock = FakeClock()
+    fleet, _ = await _taking_turns(connect, clock, seconds=12)
+    clock.advance(0.5)
+    now = clock.monotonic()
+    for scheduler in fleet:
+        assert scheduler._rate.peak(now) == pytest.approx(RATE, rel=1e-3)
+    await _beat_and_lead(fleet)
+    stored = await db.fetchval("SELECT fleet_rate FROM queue_state")
+    assert stored == pytest.approx(RATE, rel=1e-3), (
+        f"fleet rate {stored / MIB:.1f} MiB/s on a {RATE / MIB:.0f} MiB/s link"
+    )
+    for scheduler in fleet:
+        assert (await scheduler.stats()).delivery_rate == pytest.approx(RATE, rel=1e-3)
+
+
+async def test_the_stored_fleet_rate_is_the_peak_of_the_summed_seconds(
+    connect: Connect, db: asyncpg.Connection
+) -> None:
+    clock = FakeClock()
+    fleet, grants = await _taking_turns(connect, clock, seconds=7)
+    # Two processes deliver in the same second: the fleet's busiest second, 1.5 RATE.
+    for scheduler, grant in zip(fleet[:2], grants[:2], strict=True):
+        await scheduler.progress(grant, 1)
+    clock.advance(1.0)
+    await fleet[0].progress(grants[0], RATE - 1)
+    await fleet[1].progress(grants[1], RATE // 2 - 1)
+    clock.advance(0.5)
+    await _beat_and_lead(fleet)
+    now = clock.monotonic()
+    summed: dict[int, float] = {}
+    for scheduler in fleet:
+        first, seconds = scheduler._rate.complete_seconds(now)
+        for offset, nbytes in enumerate(seconds):
+            summed[first + offset] = summed.get(first + offset, 0.0) + nbytes
+    stored = await db.fetchval("SELECT fleet_rate FROM queue_state")
+    assert stored == pytest.approx(max(summed.values()), rel=1e-9)
+    assert stored == pytest.approx(1.5 * RATE, rel=1e-3)
+
+
+async def test_a_process_reporting_only_its_peak_still_counts_in_full(
+    connect: Connect, db: asyncpg.Connection
+) -> None:
+    """During a rolling upgrade an older process reports only its own peak (``rate``):
+    it is added to the summed peak, as the older leader added every process's."""
+    clock = FakeClock()
+    fleet, _ = await _taking_turns(connect, clock, seconds=6)
+    clock.advance(0.5)
+    await db.execute("INSERT INTO fleet_node (node_id, rate) VALUES ('older', $1)", 4.0 * MIB)
+    await _beat_and_lead(fleet)
+    stored = await db.fetchval("SELECT fleet_rate FROM queue_state")
+    assert stored == pytest.approx(RATE + 4 * MIB, rel=1e-3)
+
+
+async def test_a_minute_without_deliveries_keeps_the_last_fleet_rate(
+    connect: Connect, db: asyncpg.Connection
+) -> None:
+    """As one process keeps its last peak, the fleet keeps its last rate: falling back
+    to the leader's own rate would be one process's share of the fleet's."""
+    clock = FakeClock()
+    fleet, _ = await _taking_turns(connect, clock, seconds=6)
+    clock.advance(0.5)
+    await _beat_and_lead(fleet)
+    clock.advance(90.0)
+    for scheduler in fleet:
+        assert scheduler._rate.peak(clock.monotonic()) == 0.0
+    await _beat_and_lead(fleet)
+    stored = await db.fetchval("SELECT fleet_rate FROM queue_state")
+    assert stored == pytest.approx(RATE, rel=1e-3)
