@@ -132,7 +132,6 @@ class SettingsStore(abc.ABC):
     async def read(self) -> StoredSettings:
         """The record as saved now; :class:`SettingsUnavailableError` when unreachable."""
 
-    @abc.abstractmethod
     async def compare_and_set(
         self, fields: Mapping[str, object], *, expected_revision: int, updated_by: str
     ) -> StoredSettings:
@@ -145,7 +144,42 @@ class SettingsStore(abc.ABC):
         when another change came first; in both cases nothing is saved and the
         refusal is audited. An applied change is audited in the same statement that
         saves it. :class:`SettingsUnavailableError` when the store cannot be reached.
+
+        The rule is the same on every store; an implementation supplies the two
+        statements, :meth:`_save` and :meth:`_audit_refusal`.
         """
+        try:
+            checked = validate_fields(self.environment, fields)
+        except SettingsError as error:
+            await self._audit_refusal(
+                AuditOutcome.INVALID, fields, expected_revision, updated_by, str(error)
+            )
+            raise
+        saved = await self._save(json.dumps(checked), updated_by, expected_revision)
+        if saved is not None:
+            return saved
+        current, by = await self._audit_refusal(
+            AuditOutcome.REVISION_MISMATCH, fields, expected_revision, updated_by, None
+        )
+        raise RevisionMismatchError(expected_revision, current, by)
+
+    @abc.abstractmethod
+    async def _save(
+        self, fields_json: str, updated_by: str, expected_revision: int
+    ) -> StoredSettings | None:
+        """The one compare-and-set statement (its trigger audits the change): the new
+        record, or ``None`` when the record is not at ``expected_revision``."""
+
+    @abc.abstractmethod
+    async def _audit_refusal(
+        self,
+        outcome: AuditOutcome,
+        fields: Mapping[str, object],
+        expected_revision: int,
+        updated_by: str,
+        detail: str | None,
+    ) -> tuple[int, str | None]:
+        """Audit a refused attempt; the revision the record is at, and who made it."""
 
     @abc.abstractmethod
     async def history(self, *, limit: int = 50, before: int | None = None) -> list[AuditEntry]:

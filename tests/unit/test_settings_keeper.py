@@ -14,6 +14,7 @@ import pytest
 
 from arkvory_sched import (
     AuditEntry,
+    AuditOutcome,
     InMemoryDownloadScheduler,
     SchedulerSettings,
     SettingsKeeper,
@@ -46,9 +47,19 @@ class FlakyStore(SettingsStore):
             raise SettingsUnavailableError("the settings database cannot be reached: down")
         return self.record
 
-    async def compare_and_set(
-        self, fields: Mapping[str, object], *, expected_revision: int, updated_by: str
-    ) -> StoredSettings:
+    async def _save(
+        self, fields_json: str, updated_by: str, expected_revision: int
+    ) -> StoredSettings | None:
+        raise NotImplementedError
+
+    async def _audit_refusal(
+        self,
+        outcome: AuditOutcome,
+        fields: Mapping[str, object],
+        expected_revision: int,
+        updated_by: str,
+        detail: str | None,
+    ) -> tuple[int, str | None]:
         raise NotImplementedError
 
     async def history(self, *, limit: int = 50, before: int | None = None) -> list[AuditEntry]:

@@ -23,7 +23,7 @@ from ._body import MAX_BODY_BYTES
 from ._guard import REQUEST_HEADER, refuse_read
 from ._history import HISTORY_SAMPLE_SECONDS, HISTORY_SAMPLES, QueueHistory
 from ._identity import OPERATOR, VIEWER, Authorize, Identity, Role, identify
-from ._problems import PROBLEM_TYPE_PREFIX
+from ._problems import PROBLEM_TYPE_PREFIX, problem
 
 __all__ = [
     "API_PREFIX",
@@ -45,5 +45,6 @@ __all__ = [
     "SettingsApplier",
     "identify",
     "operator_api",
+    "problem",
     "refuse_read",
 ]

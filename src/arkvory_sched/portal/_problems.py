@@ -1,19 +1,17 @@
-"""Problem documents (RFC 9457) of the own-downloads page: the same shape as the
-operator API's and the middleware's (``type``, ``title``, ``status``, ``detail``,
-``reason``), so one client handles all three."""
+"""Problem documents (RFC 9457) of the own-downloads page: the operator API's builder
+(:func:`arkvory_sched.api.problem`), so the members and the media type are the same for
+the API, the page and the middleware and one client handles all three; the page's
+answers are also never sniffed."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
-from typing import Final
 
 from starlette.responses import Response
 
-__all__ = ["problem"]
+from ..api import problem as api_problem
 
-_TYPE_PREFIX: Final = "urn:arkvory:problem:"
-_MEDIA_TYPE: Final = "application/problem+json"
+__all__ = ["problem"]
 
 
 def problem(
@@ -25,17 +23,6 @@ def problem(
     headers: Mapping[str, str] | None = None,
 ) -> Response:
     """The response for one refusal; never cached, never sniffed."""
-    document = {
-        "type": _TYPE_PREFIX + reason,
-        "title": title,
-        "status": status,
-        "detail": detail,
-        "reason": reason,
-    }
-    body = json.dumps(document, separators=(",", ":"), ensure_ascii=False).encode()
-    response = Response(body, status_code=status, media_type=_MEDIA_TYPE)
-    response.headers["cache-control"] = "no-store"
+    response = api_problem(status, reason, title, detail, headers=headers)
     response.headers["x-content-type-options"] = "nosniff"
-    for name, value in (headers or {}).items():
-        response.headers[name] = value
     return response

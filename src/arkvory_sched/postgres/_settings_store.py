@@ -18,7 +18,6 @@ The contract is the port's (:class:`SettingsStore`, ADR 0022); what is particula
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping
 from datetime import datetime
 from types import MappingProxyType
@@ -27,12 +26,11 @@ from typing import Any, NoReturn
 import anyio
 import asyncpg
 
-from .._exceptions import ArkvoryError, SettingsError
+from .._exceptions import ArkvoryError
 from .._settings import SchedulerSettings
 from .._settings_store import (
     AuditEntry,
     AuditOutcome,
-    RevisionMismatchError,
     SettingsStore,
     SettingsUnavailableError,
     StoredSettings,
@@ -40,7 +38,6 @@ from .._settings_store import (
     audit_entry,
     check_page,
     decode_record,
-    validate_fields,
 )
 from . import _sql as sql
 from ._db import Queryable
@@ -85,7 +82,7 @@ class PostgresSettingsStore(SettingsStore):
         quoted = quote_schema(schema)
         self._table = f"{quoted}.download_settings"
         self._read = sql.READ_SETTINGS.fill(schema=quoted)
-        self._save = sql.SAVE_SETTINGS.fill(schema=quoted)
+        self._save_statement = sql.SAVE_SETTINGS.fill(schema=quoted)
         self._refuse = sql.AUDIT_REFUSAL.fill(schema=quoted)
         self._history = sql.SETTINGS_HISTORY.fill(schema=quoted)
 
@@ -102,28 +99,16 @@ class PostgresSettingsStore(SettingsStore):
             self._no_row()
         return _stored(row)
 
-    async def compare_and_set(
-        self, fields: Mapping[str, object], *, expected_revision: int, updated_by: str
-    ) -> StoredSettings:
-        try:
-            checked = validate_fields(self._environment, fields)
-        except SettingsError as error:
-            await self._audit_refusal(
-                AuditOutcome.INVALID, fields, expected_revision, updated_by, str(error)
-            )
-            raise
+    async def _save(
+        self, fields_json: str, updated_by: str, expected_revision: int
+    ) -> StoredSettings | None:
         try:
             row = await (await self._db()).fetchrow(
-                self._save, json.dumps(checked), updated_by, expected_revision
+                self._save_statement, fields_json, updated_by, expected_revision
             )
         except DATABASE_ERRORS as error:
             _unavailable(error)
-        if row is not None:
-            return _stored(row)
-        current, by = await self._audit_refusal(
-            AuditOutcome.REVISION_MISMATCH, fields, expected_revision, updated_by, None
-        )
-        raise RevisionMismatchError(expected_revision, current, by)
+        return None if row is None else _stored(row)
 
     async def history(self, *, limit: int = 50, before: int | None = None) -> list[AuditEntry]:
         check_page(limit, before)

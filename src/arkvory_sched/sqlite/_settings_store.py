@@ -18,7 +18,6 @@ compare-and-sets still race exactly as two processes' do. ``sqlite3`` errors bec
 
 from __future__ import annotations
 
-import json
 import sqlite3
 import threading
 from collections.abc import Callable, Mapping
@@ -29,12 +28,10 @@ from typing import Any, NoReturn, TypeVar
 
 import anyio
 
-from .._exceptions import SettingsError
 from .._settings import SchedulerSettings
 from .._settings_store import (
     AuditEntry,
     AuditOutcome,
-    RevisionMismatchError,
     SettingsStore,
     SettingsUnavailableError,
     StoredSettings,
@@ -42,7 +39,6 @@ from .._settings_store import (
     audit_entry,
     check_page,
     decode_record,
-    validate_fields,
 )
 from . import _database as db
 
@@ -77,28 +73,17 @@ class SqliteSettingsStore(SettingsStore):
         rows = await self._run(lambda c: c.execute(db.READ_SETTINGS).fetchall())
         return _stored(rows[0])
 
-    async def compare_and_set(
-        self, fields: Mapping[str, object], *, expected_revision: int, updated_by: str
-    ) -> StoredSettings:
-        try:
-            checked = validate_fields(self._environment, fields)
-        except SettingsError as error:
-            await self._audit_refusal(
-                AuditOutcome.INVALID, fields, expected_revision, updated_by, str(error)
-            )
-            raise
-        text = json.dumps(checked)
+    async def _save(
+        self, fields_json: str, updated_by: str, expected_revision: int
+    ) -> StoredSettings | None:
         # fetchall, never fetchone: a RETURNING statement ends (and commits) only once
         # its rows are read to the end.
         rows = await self._run(
-            lambda c: c.execute(db.SAVE_SETTINGS, (text, updated_by, expected_revision)).fetchall()
+            lambda c: c.execute(
+                db.SAVE_SETTINGS, (fields_json, updated_by, expected_revision)
+            ).fetchall()
         )
-        if rows:
-            return _stored(rows[0])
-        current, by = await self._audit_refusal(
-            AuditOutcome.REVISION_MISMATCH, fields, expected_revision, updated_by, None
-        )
-        raise RevisionMismatchError(expected_revision, current, by)
+        return _stored(rows[0]) if rows else None
 
     async def history(self, *, limit: int = 50, before: int | None = None) -> list[AuditEntry]:
         check_page(limit, before)
