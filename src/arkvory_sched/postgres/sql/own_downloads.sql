@@ -18,17 +18,14 @@ WITH mine AS (
     ORDER BY d.arrival, d.seq
     LIMIT $3
 )
-SELECT m.object_id, m.download_id, m.state, m.base_class, m.queue_rank, m.object_size,
-       m.start_offset, m.waiting_since, m.slot_since, m.paused_until, m.total,
-       coalesce((SELECT sum(upper(r) - lower(r))
-                 FROM unnest(m.delivered * int8multirange(
-                     int8range(coalesce(m.start_offset, 0), m.object_size))) AS r), 0)::bigint
-           AS covered,
-       CASE WHEN m.state <> 0 THEN NULL
+SELECT d.object_id, d.download_id, d.state, d.base_class, d.queue_rank, d.object_size,
+       d.start_offset, d.waiting_since, d.slot_since, d.paused_until, d.total,
+       {covered_bytes} AS covered,
+       CASE WHEN d.state <> 0 THEN NULL
             WHEN coalesce(b.ahead, 0) < $2
-            THEN waiting_between(m.queue_rank, '{-Infinity,-Infinity,-Infinity}', m.place)
-            ELSE b.ahead + waiting_between(m.queue_rank, b.lo, m.place)
+            THEN waiting_between(d.queue_rank, '{-Infinity,-Infinity,-Infinity}', d.place)
+            ELSE b.ahead + waiting_between(d.queue_rank, b.lo, d.place)
        END AS own_ahead
-FROM mine AS m
-LEFT JOIN LATERAL place_bucket_of(m.queue_rank, m.place) AS b ON m.state = 0
-ORDER BY m.arrival, m.seq
+FROM mine AS d
+LEFT JOIN LATERAL place_bucket_of(d.queue_rank, d.place) AS b ON d.state = 0
+ORDER BY d.arrival, d.seq

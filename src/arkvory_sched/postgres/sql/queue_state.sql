@@ -7,10 +7,7 @@
 -- The sessions holding a slot: who, in which base class, since when (fleet seconds),
 -- and the bytes delivered from the download's start.
 SELECT d.principal, d.base_class, d.slot_since, d.object_size, d.start_offset,
-       coalesce((SELECT sum(upper(r) - lower(r))
-                 FROM unnest(d.delivered * int8multirange(
-                     int8range(coalesce(d.start_offset, 0), d.object_size))) AS r), 0)::bigint
-           AS covered
+       {covered_bytes} AS covered
 FROM download_slot AS s JOIN download_session AS d ON d.session_key = s.session_key
 
 -- name: queue_state_heads

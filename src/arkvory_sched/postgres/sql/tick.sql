@@ -159,10 +159,7 @@ WHERE session_key = ANY($1::bytea[]) AND state = 0
 
 -- name: active_for_estimate
 SELECT d.base_class, d.principal, d.object_size, d.start_offset, d.yield_requested,
-       coalesce((SELECT sum(upper(r) - lower(r))
-                 FROM unnest(d.delivered * int8multirange(
-                     int8range(coalesce(d.start_offset, 0), d.object_size))) AS r), 0)::bigint
-           AS covered
+       {covered_bytes} AS covered
 FROM download_slot AS s JOIN download_session AS d ON d.session_key = s.session_key
 
 -- name: fleet_peak_rate
@@ -221,3 +218,10 @@ LIMIT $2
 UPDATE download_session AS d SET marked = true, mark_backup = m.backup
 FROM unnest($1::bytea[], $2::bool[]) AS m(session_key, backup)
 WHERE d.session_key = m.session_key AND d.state = 0
+
+-- fragment: covered_bytes
+-- The bytes of a download its delivered ranges cover, counted from its start offset;
+-- `d` is the download_session row (the estimates, the queue state, a person's page).
+coalesce((SELECT sum(upper(r) - lower(r))
+          FROM unnest(d.delivered * int8multirange(
+              int8range(coalesce(d.start_offset, 0), d.object_size))) AS r), 0)::bigint
