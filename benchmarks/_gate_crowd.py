@@ -11,7 +11,8 @@ measurement. Files go to a tmpfs directory and are deleted as soon as they are c
 so the disk is never the bottleneck.
 
 Run: ``python -m benchmarks._gate_crowd SPEC OUT.json`` where the JSON spec holds
-``url``, ``token``, ``origin`` (epoch seconds), ``arrivals`` and ``directory``.
+``url``, ``token``, ``origin`` (epoch seconds), ``arrivals``, ``directory`` and
+``range_size`` (the SDK's ``chunk_size``: the bytes each request asks for).
 """
 
 from __future__ import annotations
@@ -81,7 +82,7 @@ async def _main(spec: dict[str, Any], out: str) -> None:
     headers = {"Authorization": f"Bearer {spec['token']}"}
     async with (
         httpx.AsyncClient(headers=headers, limits=limits, timeout=60.0) as http,
-        AsyncClient(http=http) as client,
+        AsyncClient(http=http, chunk_size=spec["range_size"]) as client,
     ):
         records = await asyncio.gather(
             *(_one(client, spec, index) for index in range(len(spec["arrivals"])))

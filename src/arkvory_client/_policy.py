@@ -50,6 +50,8 @@ DEFAULT_MAX_ATTEMPTS: Final = 5
 DEFAULT_BACKOFF_BASE: Final = 0.5
 DEFAULT_MAX_DELAY: Final = 30.0
 DEFAULT_BUSY_JITTER: Final = (0.0, 1.0)
+BUSY_JITTER_FULL_SECONDS: Final = 10.0
+"""Busy waits this long or longer get the whole ``busy_jitter``; shorter ones a share."""
 BUSY_FALLBACK_SECONDS: Final = 5.0
 """Wait for a queue answer whose ``Retry-After`` was lost on the way (a stripping proxy)."""
 QUEUE_REASONS: Final = frozenset({"download_queued", "busy"})
@@ -88,8 +90,9 @@ class RetryPolicy:
     (the 5th failure of the same range stops it). A request that delivered bytes before
     failing made progress: the next request is a new one with a fresh attempt count.
     ``backoff_base``/``max_delay`` shape the full-jitter back-off; ``busy_jitter`` is the
-    ``(low, high)`` range of random seconds added to every busy wait so that a thousand
-    clients told the same ``Retry-After`` do not return in the same instant.
+    ``(low, high)`` range of random seconds added to a busy wait of 10 s or more so that
+    a thousand clients told the same ``Retry-After`` do not return in the same instant;
+    a shorter wait gets the same share of it as of 10 s (ADR 0028).
 
     ``history`` and ``request_failures`` are the state; a fresh policy has none.
     """
@@ -165,13 +168,23 @@ class RetryPolicy:
         return rng.uniform(0.0, ceiling)
 
     def busy_delay(self, seconds: float, rng: RandomSource) -> float:
-        """The wait for a busy answer: what the server asked plus ``busy_jitter``.
+        """The wait for a busy answer: what the server asked plus ``busy_jitter``,
+        scaled down for waits under :data:`BUSY_JITTER_FULL_SECONDS`.
+
+        The scaling is for the head of a queue: it is asked back after 1 s because its
+        slot frees any moment, and a whole second of jitter on top let waiters further
+        back, which came on time, take the slot first (ADR 0028). Spreading by a share
+        of the wait still keeps a crowd told the same short wait apart.
 
         Not capped by ``max_delay`` (R-CLIENT-1); ``seconds`` is already at most one
         hour, see :func:`~arkvory_client.parse_retry_after`.
         """
         low, high = self.busy_jitter
-        return max(seconds, 0.0) + (rng.uniform(low, high) if high > 0 else 0.0)
+        seconds = max(seconds, 0.0)
+        if high <= 0:
+            return seconds
+        share = min(1.0, seconds / BUSY_JITTER_FULL_SECONDS)
+        return seconds + share * rng.uniform(low, high)
 
 
 @dataclass(frozen=True, slots=True)

@@ -81,11 +81,27 @@ def test_busy_waits_are_not_capped_by_max_delay() -> None:
     assert policy.busy_delay(3600.0, random.Random(1)) == 3600.0
 
 
-@given(st.floats(0, 3600), st.integers(0, 2**32))
-def test_busy_delay_adds_jitter_within_its_range(seconds: float, seed: int) -> None:
+@given(st.floats(10, 3600), st.integers(0, 2**32))
+def test_a_wait_of_ten_seconds_or_more_gets_the_whole_jitter(seconds: float, seed: int) -> None:
     policy = RetryPolicy(busy_jitter=(0.5, 2.0))
     delay = policy.busy_delay(seconds, random.Random(seed))
     assert seconds + 0.5 <= delay <= seconds + 2.0
+
+
+@given(st.floats(0, 10), st.integers(0, 2**32))
+def test_a_shorter_wait_gets_its_share_of_the_jitter(seconds: float, seed: int) -> None:
+    """The head of a queue, asked back after 1 s, comes within 1.1 s, not up to 2 s."""
+    policy = RetryPolicy(busy_jitter=(0.5, 2.0))
+    delay = policy.busy_delay(seconds, random.Random(seed))
+    share = seconds / 10
+    assert seconds + 0.5 * share - 1e-9 <= delay <= seconds + 2.0 * share + 1e-9
+
+
+def test_the_head_of_a_queue_comes_back_within_a_tenth_of_a_second_of_its_wait() -> None:
+    rng = random.Random(7)
+    delays = [RetryPolicy().busy_delay(1.0, rng) for _ in range(1000)]
+    assert min(delays) >= 1.0 and max(delays) <= 1.1
+    assert max(delays) - min(delays) > 0.05  # still spread
 
 
 def test_defaults() -> None:

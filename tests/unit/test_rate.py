@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import math
+import random
 from fractions import Fraction
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from arkvory_sched._rate import PeakRateMeter
+from arkvory_sched._rate import PeakRateMeter, peak_of_means
 
 CHUNK = 8 << 20  # 8 MiB
 Record = tuple[float, float, int]
@@ -52,13 +53,13 @@ def _exact_buckets(records: list[Record]) -> dict[int, Fraction]:
 
 
 def test_nothing_recorded_means_zero() -> None:
-    meter = PeakRateMeter()
+    meter = PeakRateMeter(span_seconds=1)
     assert meter.peak(1000.0) == 0.0
     assert meter.total_recent(1000.0) == 0
 
 
 def test_steady_forty_megabytes_per_second_in_eight_mib_responses() -> None:
-    meter = PeakRateMeter()
+    meter = PeakRateMeter(span_seconds=1)
     now = 120.0
     for start, end, nbytes in _steady_stream(40e6, streams=5, until=now):
         meter.record(start, end, nbytes)
@@ -70,7 +71,7 @@ def test_without_spreading_a_slower_stream_would_look_spiky() -> None:
     # second it finished in puts two or three into some seconds and overstates the
     # peak by a third or more. Spreading reads the same stream correctly.
     records = _steady_stream(12e6, streams=3, until=120.0)
-    meter = PeakRateMeter()
+    meter = PeakRateMeter(span_seconds=1)
     for start, end, nbytes in records:
         meter.record(start, end, nbytes)
     assert meter.peak(120.0) == pytest.approx(12e6, rel=0.02)
@@ -82,7 +83,7 @@ def test_without_spreading_a_slower_stream_would_look_spiky() -> None:
 
 
 def test_peak_returns_to_zero_after_an_idle_window() -> None:
-    meter = PeakRateMeter()
+    meter = PeakRateMeter(span_seconds=1)
     for start, end, nbytes in _steady_stream(40e6, streams=4, until=120.0):
         meter.record(start, end, nbytes)
     assert meter.peak(150.0) == pytest.approx(40e6, rel=0.02)  # idle time does not lower it
@@ -93,7 +94,7 @@ def test_peak_returns_to_zero_after_an_idle_window() -> None:
 
 
 def test_a_response_is_spread_over_the_seconds_it_spanned() -> None:
-    meter = PeakRateMeter()
+    meter = PeakRateMeter(span_seconds=1)
     meter.record(10.5, 12.5, 4000)
     # Seconds 10, 11 and 12 get a quarter, a half and a quarter.
     assert meter.peak(11.0) == 1000.0  # second 10 alone is complete
@@ -105,21 +106,21 @@ def test_a_response_is_spread_over_the_seconds_it_spanned() -> None:
 
 
 def test_the_second_in_progress_does_not_count() -> None:
-    meter = PeakRateMeter()
+    meter = PeakRateMeter(span_seconds=1)
     meter.record(10.0, 10.5, 500)
     assert meter.peak(10.9) == 0.0
     assert meter.peak(11.0) == 500.0
 
 
 def test_a_response_ending_on_a_second_boundary_stays_out_of_the_next_second() -> None:
-    meter = PeakRateMeter()
+    meter = PeakRateMeter(span_seconds=1)
     meter.record(9.0, 11.0, 2000)
     assert meter.total_recent(11.0) == 2000
     assert meter.peak(11.0) == 1000.0
 
 
 def test_zero_duration_goes_into_the_second_containing_the_end() -> None:
-    meter = PeakRateMeter()
+    meter = PeakRateMeter(span_seconds=1)
     meter.record(5.5, 5.5, 300)
     meter.record(7.0, 5.2, 200)  # end before start: still booked at the end
     assert meter.peak(6.0) == 500.0
@@ -127,7 +128,7 @@ def test_zero_duration_goes_into_the_second_containing_the_end() -> None:
 
 
 def test_concurrent_responses_add_up() -> None:
-    meter = PeakRateMeter()
+    meter = PeakRateMeter(span_seconds=1)
     meter.record(0.0, 2.0, 2000)
     meter.record(1.0, 2.0, 500)
     assert meter.peak(2.0) == 1500.0
@@ -135,7 +136,7 @@ def test_concurrent_responses_add_up() -> None:
 
 
 def test_data_older_than_the_window_is_dropped() -> None:
-    meter = PeakRateMeter(window_seconds=60)
+    meter = PeakRateMeter(window_seconds=60, span_seconds=1)
     meter.record(200.0, 201.0, 1000)
     meter.record(100.0, 101.0, 5000)  # reported late, long after leaving the window
     assert meter.peak(102.0) == 0.0
@@ -143,7 +144,7 @@ def test_data_older_than_the_window_is_dropped() -> None:
 
 
 def test_a_slot_reused_a_lap_later_forgets_its_old_second() -> None:
-    meter = PeakRateMeter(window_seconds=3)  # four slots
+    meter = PeakRateMeter(window_seconds=3, span_seconds=1)  # four slots
     meter.record(1.0, 2.0, 100)
     meter.record(5.0, 6.0, 7)  # same slot as second 1
     assert meter.total_recent(6.0) == 7
@@ -151,7 +152,7 @@ def test_a_slot_reused_a_lap_later_forgets_its_old_second() -> None:
 
 
 def test_a_very_long_response_books_only_the_recent_window() -> None:
-    meter = PeakRateMeter()
+    meter = PeakRateMeter(span_seconds=1)
     meter.record(0.0, 1e9, 10**12)  # bounded work although it spans a billion seconds
     assert meter.peak(1e9) == pytest.approx(1000.0)
     assert meter.total_recent(1e9) == 60_000
@@ -160,7 +161,7 @@ def test_a_very_long_response_books_only_the_recent_window() -> None:
 def test_invalid_input_is_rejected() -> None:
     with pytest.raises(ValueError, match="window_seconds"):
         PeakRateMeter(0)
-    meter = PeakRateMeter()
+    meter = PeakRateMeter(span_seconds=1)
     with pytest.raises(ValueError, match="negative"):
         meter.record(0.0, 1.0, -1)
     with pytest.raises(ValueError, match="finite"):
@@ -172,7 +173,7 @@ def test_invalid_input_is_rejected() -> None:
 
 
 def test_complete_seconds_lists_every_second_of_the_window_in_order() -> None:
-    meter = PeakRateMeter(4)
+    meter = PeakRateMeter(4, span_seconds=1)
     meter.record(100.2, 100.7, 500)  # second 100
     meter.record(102.0, 104.0, 2000)  # seconds 102 and 103, 1000 each
     meter.record(104.5, 104.6, 999)  # second 104: in progress at 104.9
@@ -186,7 +187,7 @@ def test_complete_seconds_of_two_meters_add_up_to_the_fleets_peak() -> None:
     """Two processes each delivering R in alternate seconds peak at R each; the fleet
     together delivered R every second, not 2R (ADR 0027)."""
     rate = 1000
-    even, odd = PeakRateMeter(10), PeakRateMeter(10)
+    even, odd = PeakRateMeter(10, span_seconds=1), PeakRateMeter(10, span_seconds=1)
     for second in range(20):
         (even if second % 2 == 0 else odd).record(second, second + 1, rate)
     first_even, even_seconds = even.complete_seconds(20.5)
@@ -198,7 +199,7 @@ def test_complete_seconds_of_two_meters_add_up_to_the_fleets_peak() -> None:
 
 
 def test_complete_seconds_forget_a_slot_reused_a_lap_later() -> None:
-    meter = PeakRateMeter(3)
+    meter = PeakRateMeter(3, span_seconds=1)
     meter.record(1.0, 1.5, 700)  # second 1, in ring slot 1
     meter.record(9.0, 9.5, 0)  # nothing: slot 1 still says second 1
     assert meter.complete_seconds(9.5) == (6, [0.0, 0.0, 0.0])
@@ -221,7 +222,7 @@ records_strategy = st.lists(
 def test_buckets_match_an_exact_model_once_everything_is_reported(
     window: int, records: list[Record], after: float
 ) -> None:
-    meter = PeakRateMeter(window)
+    meter = PeakRateMeter(window, span_seconds=1)
     for start, end, nbytes in records:
         meter.record(start, end, nbytes)
     now = max((end for _, end, _ in records), default=0.0) + after
@@ -240,7 +241,7 @@ def test_buckets_match_an_exact_model_once_everything_is_reported(
 def test_peak_never_exceeds_the_true_per_second_bytes(
     window: int, records: list[Record], now: float
 ) -> None:
-    meter = PeakRateMeter(window)
+    meter = PeakRateMeter(window, span_seconds=1)
     for start, end, nbytes in records:
         meter.record(start, end, nbytes)
     exact = _exact_buckets(records)
@@ -252,7 +253,7 @@ def test_peak_never_exceeds_the_true_per_second_bytes(
 def test_peak_never_exceeds_the_highest_instantaneous_rate(
     records: list[Record], now: float
 ) -> None:
-    meter = PeakRateMeter()
+    meter = PeakRateMeter(span_seconds=1)
     for start, end, nbytes in records:
         meter.record(start, end, nbytes)
     # The aggregate rate is piecewise constant and highest just after some start.
@@ -265,7 +266,53 @@ def test_peak_never_exceeds_the_highest_instantaneous_rate(
 
 @given(st.integers(1, 10), st.lists(st.tuples(times, times, st.integers(0, 10**6))))
 def test_memory_is_fixed_by_the_window(window: int, records: list[Record]) -> None:
-    meter = PeakRateMeter(window)
+    meter = PeakRateMeter(window, span_seconds=1)
     for start, end, nbytes in records:
         meter.record(start, end, nbytes)
         assert len(meter._bytes) == len(meter._seconds) == window + 1
+
+
+# --- the five-second mean (ADR 0028) --------------------------------------------------------
+
+
+def test_peak_of_means_is_the_busiest_run_of_span_seconds() -> None:
+    assert peak_of_means([1.0, 9.0, 1.0, 1.0, 5.0, 5.0], span=2) == 5.0
+    assert peak_of_means([1.0, 9.0, 1.0, 1.0, 5.0, 5.0], span=1) == 9.0
+    assert peak_of_means([2.0, 4.0], span=5) == 3.0  # fewer seconds than the span
+    assert peak_of_means([], span=5) == 0.0
+    with pytest.raises(ValueError, match="span"):
+        peak_of_means([1.0], span=0)
+
+
+def test_a_saturated_link_read_second_by_second_is_overstated_and_the_mean_is_not() -> None:
+    """A response's bytes are spread over its span when it reports, so some of what one
+    second carried is booked into a neighbour: single seconds scatter around what the
+    link carried and the busiest of sixty overstates a full link, while five seconds
+    together lose or gain only what crossed their two edges."""
+    rng = random.Random(28)
+    link = 40e6
+    seconds = [link] * 60
+    for i in range(59):
+        moved = link * rng.uniform(-0.08, 0.08)
+        seconds[i] -= moved
+        seconds[i + 1] += moved
+    assert sum(seconds) == pytest.approx(60 * link)
+    assert peak_of_means(seconds, span=1) > 1.07 * link
+    assert peak_of_means(seconds, span=5) < 1.03 * link
+
+
+def test_five_busy_seconds_hold_the_rate_through_an_idle_minute() -> None:
+    meter = PeakRateMeter()
+    for second in range(100, 105):
+        meter.record(second, second + 1.0, 40_000_000)
+    assert meter.peak(105.0) == pytest.approx(40e6)
+    assert meter.peak(160.5) == pytest.approx(40e6)  # seconds 100..159: all five inside
+    assert meter.peak(161.0) == pytest.approx(32e6)  # second 100 has left the window
+    assert meter.peak(165.0) == 0.0
+
+
+def test_span_outside_one_to_the_window_is_refused() -> None:
+    with pytest.raises(ValueError, match="span_seconds"):
+        PeakRateMeter(10, span_seconds=11)
+    with pytest.raises(ValueError, match="span_seconds"):
+        PeakRateMeter(10, span_seconds=0)

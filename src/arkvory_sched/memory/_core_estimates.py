@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-
 from .._classes import DownloadClass
 from .._model import (
     Queued,
@@ -22,6 +20,7 @@ from ..policy import (
     finish_table,
     jitter,
     no_show_at,
+    queued_retry_after,
     window_estimate,
 )
 from ._core_transitions import CoreTransitions
@@ -114,7 +113,7 @@ class CoreEstimates(CoreTransitions):
             starts_earliest=estimate.earliest + wall_offset,
             starts_latest=estimate.latest + wall_offset,
             check_at=session.check_at + wall_offset,
-            retry_after=max(1, math.ceil(delay)),
+            retry_after=queued_retry_after(delay),
             download_class=session.base_class,
             ticket=self._issue_ticket(session),
         )

@@ -53,6 +53,7 @@ from ._estimates import (
     finish_table,
     jitter,
     no_show_at,
+    queued_retry_after,
     request_retry_after,
 )
 from ._forecast import (
@@ -178,6 +179,7 @@ __all__ = [
     "over_share_with_contenders",
     "parse_windows",
     "promote_at",
+    "queued_retry_after",
     "request_retry_after",
     "service_order",
     "sets_start",

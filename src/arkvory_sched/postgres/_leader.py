@@ -20,6 +20,7 @@ import asyncpg
 
 from .._classes import DownloadClass
 from .._clock import Clock
+from .._rate import peak_of_means
 from .._settings import SchedulerSettings, Strategy
 from ..policy import (
     CLASS_COUNT,
@@ -304,10 +305,11 @@ class QueueLeader:
         # would make the marks depend on the pace of the machine rather than on queue
         # time. Only the other processes' seconds are as of their heartbeats (ADR 0017).
         # The fleet's rate is the peak of the seconds summed over the fleet, not the
-        # sum of each process's own peak (ADR 0027).
+        # sum of each process's own peak (ADR 0027), read as one process reads its own
+        # (ADR 0028).
         local_rate, (first, seconds) = local
-        fleet_rate = await conn.fetchval(
-            tick_sql.FLEET_PEAK_RATE,
+        fleet = await conn.fetchrow(
+            tick_sql.FLEET_SECONDS,
             self._lease_seconds,
             self._node,
             first,
@@ -315,6 +317,7 @@ class QueueLeader:
             first + len(seconds),
             len(seconds),
         )
+        fleet_rate = peak_of_means(fleet["totals"] or []) + fleet["older"] or fleet["stored"]
         rate = estimate_rate(fleet_rate, local_rate, settings.bandwidth)
         per_session = rate / max(1, len(active_rows))
         remaining = [_remaining(row) for row in active_rows]

@@ -6,8 +6,6 @@ half a second of queue time) and the fleet's delivery rate.
 
 from __future__ import annotations
 
-import math
-
 import asyncpg
 
 from .._classes import DownloadClass
@@ -26,6 +24,7 @@ from ..policy import (
     estimate_start,
     jitter,
     no_show_at,
+    queued_retry_after,
     stride_ahead,
     strides_of,
     window_estimate,
@@ -98,7 +97,7 @@ class SchedulerAnswers(SchedulerState):
             starts_earliest=estimate.earliest + wall_offset,
             starts_latest=estimate.latest + wall_offset,
             check_at=check_at + wall_offset,
-            retry_after=max(1, math.ceil(delay)),
+            retry_after=queued_retry_after(delay),
             download_class=cls,
             ticket=self._session_ticket(key, row),
         )

@@ -162,13 +162,15 @@ SELECT d.base_class, d.principal, d.object_size, d.start_offset, d.yield_request
        {covered_bytes} AS covered
 FROM download_slot AS s JOIN download_session AS d ON d.session_key = s.session_key
 
--- name: fleet_peak_rate
--- The fleet's delivery rate (ADR 0027): the bytes of every live process added second
--- by second, then the busiest of the complete seconds [$5 - $6, $5). The other
--- processes' seconds are as of their heartbeats; the leader passes its own as they are
--- at the tick (first $3, bytes $4). A live process without seconds (an older version,
--- during a rolling upgrade) adds its own peak, as the older leader did. With no byte
--- in the window the last fleet rate stored stays, as one process keeps its last peak.
+-- name: fleet_seconds
+-- The fleet's bytes per second (ADR 0027, 0028): the bytes of every live process added
+-- second by second over the complete seconds [$5 - $6, $5), 0 for an idle second, in
+-- order; the leader reduces them with the same function as one process's meter. The
+-- other processes' seconds are as of their heartbeats; the leader passes its own as
+-- they are at the tick (first $3, bytes $4). Beside them: the sum of the peaks of live
+-- processes without seconds (an older version, during a rolling upgrade), added as the
+-- older leader added them, and the last fleet rate stored, which stays when the window
+-- holds no byte, as one process keeps its last peak.
 WITH live AS (
     SELECT rate, rate_first, rate_seconds FROM fleet_node
     WHERE heartbeat_at >= now() - make_interval(secs => $1) AND node_id <> $2
@@ -179,18 +181,17 @@ WITH live AS (
     UNION ALL
     SELECT $3::bigint + s.i - 1, s.nbytes
     FROM unnest($4::float8[]) WITH ORDINALITY AS s(nbytes, i)
-), peak AS (
-    SELECT coalesce(max(total), 0) AS peak FROM (
-        SELECT sum(nbytes) AS total FROM seconds
-        WHERE second >= $5::bigint - $6::int AND second < $5::bigint
-        GROUP BY second
-    ) AS per_second
+), per_second AS (
+    SELECT second, sum(nbytes) AS total FROM seconds
+    WHERE second >= $5::bigint - $6::int AND second < $5::bigint
+    GROUP BY second
 )
-SELECT coalesce(
-    nullif(peak.peak + (SELECT coalesce(sum(rate), 0) FROM live WHERE rate_seconds IS NULL), 0),
-    (SELECT fleet_rate FROM queue_state)
-)::float8
-FROM peak
+SELECT
+    (SELECT array_agg(coalesce(p.total, 0)::float8 ORDER BY w.second)
+     FROM generate_series($5::bigint - $6::int, $5::bigint - 1) AS w(second)
+     LEFT JOIN per_second AS p ON p.second = w.second) AS totals,
+    (SELECT coalesce(sum(rate), 0) FROM live WHERE rate_seconds IS NULL)::float8 AS older,
+    (SELECT fleet_rate FROM queue_state)::float8 AS stored
 
 -- name: store_estimates
 UPDATE queue_state SET finish_table = $1, finish_table_at = $2, fleet_rate = $3,
