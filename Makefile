@@ -61,7 +61,7 @@ bench-instructions: install
 	$(BIN)/python -m benchmarks.http_instructions
 
 # Needs PostgreSQL: $ARKVORY_TEST_DATABASE_URL, default postgresql://postgres@127.0.0.1:5432/test.
-# Both stores at 65,536 waiting (about 70 s), and at 65,536 and 1,048,576 (about 6 minutes).
+# Both stores at 65,536 waiting (under a minute), and at 65,536 and 1,048,576 (about 3 minutes).
 bench-pg: install
 	$(BIN)/python -m benchmarks.pg_scale
 

@@ -1,19 +1,16 @@
 """The core benchmark's workload and its driver: who arrives, when each client comes
-back, and what a measured window records (``core_bench`` reports it).
+back, and what a measured window records (``core_bench`` judges and reports it).
 
 Every request is a pure function of a download's index, so nothing is stored per
-download outside the core (its memory is what the figure measures), and ``pg_scale``
-reuses the object sizes.
+download outside the core: its memory is what one of the figures measures.
 """
 
 from __future__ import annotations
 
 import gc
 import math
-import statistics
 import time
 import tracemalloc
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from arkvory_sched import (
@@ -31,14 +28,7 @@ from arkvory_sched import (
 from arkvory_sched.memory._core import SchedulerCore
 from arkvory_sched.testing import FakeClock
 
-__all__ = [
-    "STEP",
-    "SizeResult",
-    "SteadyRun",
-    "measure_memory",
-    "object_size",
-    "quantile",
-]
+__all__ = ["MAX_QUEUE", "SESSIONS", "STEP", "SizeResult", "SteadyRun", "measure_memory"]
 
 KIB = 1024
 MIB = 1024 * KIB
@@ -130,42 +120,17 @@ def new_core(size: int) -> tuple[SchedulerCore, FakeClock]:
 
 
 # ====================================================================== results
-@dataclass(frozen=True, slots=True)
-class MemoryResult:
-    sessions: int
-    growth_bytes: int
-
-    @property
-    def per_session(self) -> float:
-        return self.growth_bytes / self.sessions
-
-
 @dataclass(slots=True)
 class SizeResult:
     size: int
-    target: int
-    queue_limit: int
-    principals: int
+    target: int  # the downloads kept waiting: the size, less headroom at the largest
     tick_ms: list[float] = field(default_factory=list)
     poll_us: list[float] = field(default_factory=list)
     range_us: list[float] = field(default_factory=list)
     arrival_us: list[float] = field(default_factory=list)
     rejoined: int = 0
     refused: int = 0
-    memory: MemoryResult | None = None
-
-    @property
-    def tick_median(self) -> float:
-        return statistics.median(self.tick_ms)
-
-
-def quantile(values: Sequence[float], q: float) -> float:
-    """Nearest-rank quantile; NaN for no values."""
-    if not values:
-        return math.nan
-    ordered = sorted(values)
-    rank = min(len(ordered), max(1, math.ceil(q * len(ordered))))
-    return ordered[rank - 1]
+    memory: float | None = None  # traced bytes per waiting session
 
 
 # ====================================================================== steady state
@@ -199,12 +164,7 @@ class SteadyRun:
         self.activations = 0
         self.measuring = False
         self.polls_measured = 0
-        self.result = SizeResult(
-            size=size,
-            target=self.target,
-            queue_limit=queue_limit_for(size),
-            principals=self.workload.principals,
-        )
+        self.result = SizeResult(size=size, target=self.target)
 
     # ---------------------------------------------------------------- phases
     def run(self) -> SizeResult:
@@ -382,8 +342,9 @@ class SteadyRun:
 
 
 # ====================================================================== memory
-def measure_memory(size: int) -> MemoryResult:
-    """Traced growth while ``waiting_target_for(size)`` downloads arrive (no ticks, no polls)."""
+def measure_memory(size: int) -> float:
+    """Traced bytes per session while ``waiting_target_for(size)`` downloads arrive (no
+    ticks, no polls)."""
     target = waiting_target_for(size)
     workload = Workload(target)
     core, clock = new_core(size)
@@ -402,4 +363,4 @@ def measure_memory(size: int) -> MemoryResult:
     sessions = core.session_count
     del core
     gc.collect()
-    return MemoryResult(sessions, current - baseline)
+    return (current - baseline) / sessions

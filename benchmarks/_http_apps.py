@@ -1,31 +1,30 @@
-"""The ASGI apps the HTTP benchmarks serve: the same host bare and behind the middleware.
+"""The host the HTTP benchmarks serve, bare and behind the middleware.
 
 The host is what an artifact server is, a Starlette file server: ``/files/small.bin``
 (1 KiB, below ``session_min_bytes``: per-request admission) and ``/files/large.bin``
-(64 MiB: download sessions) in the directory named by ``ARKVORY_BENCH_ROOT``
-(:func:`write_files` creates them), answered by ``FileResponse``. The host looks a file
-up once per request (``os.stat`` in a worker thread, ETag and Last-Modified as
-``FileResponse`` derives them) and keeps it in ``scope["state"]``: behind the middleware
-the resolver does the lookup and the route reuses it, so both sides do the same work
-and differ only by the middleware.
+(64 MiB: download sessions) from a directory (:func:`write_files` creates them),
+answered by ``FileResponse``. The host looks a file up once per request (``os.stat`` in a
+worker thread, ETag and Last-Modified as ``FileResponse`` derives them) and keeps it in
+``scope["state"]``: behind the middleware the resolver does the lookup and the route
+reuses it, so both sides do the same work and differ only by the middleware. uvicorn
+serves them (``python -m uvicorn --factory benchmarks._http_apps:bare_app``, files from
+``$ARKVORY_BENCH_ROOT``).
 
-``/objects/small.bin`` (1 KiB) and ``/objects/large.bin`` (8 MiB ranges of 1 GiB) come
-from memory through a raw ASGI app, the cheapest host there is, for the in-process
-figures: whatever the middleware adds shows there at full size. Every body is a
-repeating 256-byte pattern, so the benchmarks check it against :func:`expected_bytes`.
-
-``python -m benchmarks._http_apps bare|wrapped --port N`` serves one with uvicorn.
+In process, a file host's time is a dozen hops to worker threads per request, whose
+wake-ups on a loaded machine vary by far more than the middleware costs (three runs of
+the 1 KiB figure added 36 to 155 µs). So the in-process figure times a raw ASGI host
+instead, the cheapest there is, serving ``/objects/small.bin`` (1 KiB) and 8 MiB ranges
+of ``/objects/large.bin`` (1 GiB) from memory: whatever the middleware adds shows there
+at full size.
 """
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import importlib.util
 import os
 import re
-import sys
-from collections.abc import Awaitable, Callable, MutableMapping, Sequence
+from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
 from email.utils import formatdate
 from pathlib import Path
@@ -49,6 +48,7 @@ from arkvory_sched import (
 __all__ = [
     "bare_app",
     "bare_memory_app",
+    "benchmark_settings",
     "default_http",
     "expected_bytes",
     "server_environment",
@@ -57,104 +57,41 @@ __all__ = [
     "write_files",
 ]
 
-Message = MutableMapping[str, Any]
 Scope = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
-ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+ASGIApp = Callable[..., Awaitable[None]]
 
-KIB: Final = 1024
-MIB: Final = 1024 * KIB
-GIB: Final = 1024 * MIB
-
-SMALL_PATH: Final = "/objects/small.bin"
-LARGE_PATH: Final = "/objects/large.bin"
-SMALL_SIZE: Final = 1 * KIB
-LARGE_SIZE: Final = 1 * GIB
+MIB: Final = 1024 * 1024
 FILES_PREFIX: Final = "/files/"
-FILE_SMALL_PATH: Final = FILES_PREFIX + "small.bin"
-FILE_LARGE_PATH: Final = FILES_PREFIX + "large.bin"
-FILE_LARGE_SIZE: Final = 64 * MIB
-FILE_SIZES: Final = {"small.bin": SMALL_SIZE, "large.bin": FILE_LARGE_SIZE}
+SMALL_PATH: Final = FILES_PREFIX + "small.bin"
+LARGE_PATH: Final = FILES_PREFIX + "large.bin"
+FILE_SIZES: Final = {"small.bin": 1024, "large.bin": 64 * MIB}
 ROOT_VARIABLE: Final = "ARKVORY_BENCH_ROOT"
-CHUNK_SIZE: Final = 64 * KIB
 PRINCIPAL: Final = "bench-service"
-
-_PERIOD: Final = 256
-_PATTERN: Final = bytes(range(_PERIOD)) * (CHUNK_SIZE // _PERIOD + 1)
-_ALIGNED_CHUNK: Final = _PATTERN[:CHUNK_SIZE]
+SMALL_OBJECT: Final = "/objects/small.bin"
+LARGE_OBJECT: Final = "/objects/large.bin"
+OBJECT_SIZES: Final = {SMALL_OBJECT: 1024, LARGE_OBJECT: 1024 * MIB}
+CHUNK: Final = 64 * 1024  # what FileResponse sends per message
 _RANGE: Final = re.compile(r"bytes=(\d+)-(\d+)")
+_LOOKUP_KEY: Final = "benchmark.file"
 
 
 def expected_bytes(start: int, length: int) -> bytes:
-    """The object's bytes ``[start, start + length)`` (both objects use the pattern)."""
-    offset = start % _PERIOD
-    whole, rest = divmod(offset + length, len(_PATTERN))
-    return (_PATTERN * whole + _PATTERN[:rest])[offset:]
+    """The files' bytes ``[start, start + length)``: a repeating 256-byte pattern, so a
+    benchmark can check every body it is sent."""
+    offset = start % 256
+    return (bytes(range(256)) * ((offset + length) // 256 + 1))[offset : offset + length]
 
 
-@dataclass(frozen=True, slots=True)
-class _Object:
-    size: int
-    etag: str
-    etag_header: bytes
-    target: DownloadTarget
-
-
-def _object(path: str, size: int) -> _Object:
-    etag = f'"{path.rsplit("/", 1)[-1]}-{size}"'
-    target = DownloadTarget(
-        principal=PRINCIPAL,
-        principal_kind=PrincipalKind.SERVICE,
-        object_id=path,
-        size=size,
-        etag=etag,
-    )
-    return _Object(size, etag, etag.encode(), target)
-
-
-_OBJECTS: Final[dict[str, _Object]] = {
-    SMALL_PATH: _object(SMALL_PATH, SMALL_SIZE),
-    LARGE_PATH: _object(LARGE_PATH, LARGE_SIZE),
-}
-_SMALL_BODY: Final = expected_bytes(0, SMALL_SIZE)
-
-
-def _chunk(offset: int, length: int) -> bytes:
-    if length == CHUNK_SIZE and offset % _PERIOD == 0:
-        return _ALIGNED_CHUNK
-    return expected_bytes(offset, length)
-
-
-async def _serve_object(scope: Scope, receive: Receive, send: Send) -> None:
-    """An object from memory: whole, or the one range ``bytes=FIRST-LAST`` asked for
-    (the only form the benchmarks send), in 64 KiB messages as ``FileResponse`` sends."""
-    obj = _OBJECTS.get(scope["path"])
-    if obj is None:
-        await send({"type": "http.response.start", "status": 404, "headers": []})
-        await send({"type": "http.response.body", "body": b""})
-        return
-    headers = [(b"etag", obj.etag_header), (b"accept-ranges", b"bytes")]
-    first, last, status = 0, obj.size - 1, 200
-    for name, value in scope["headers"]:
-        matched = _RANGE.fullmatch(value.decode("latin-1")) if name == b"range" else None
-        if matched:
-            first, last, status = int(matched[1]), min(int(matched[2]), obj.size - 1), 206
-            headers.append((b"content-range", f"bytes {first}-{last}/{obj.size}".encode()))
-    length = last - first + 1
-    headers.append((b"content-type", b"application/octet-stream"))
-    headers.append((b"content-length", str(length).encode()))
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    if length == SMALL_SIZE:
-        await send({"type": "http.response.body", "body": _SMALL_BODY})
-        return
-    offset, end = first, last + 1
-    while offset < end:
-        size = min(CHUNK_SIZE, end - offset)
-        chunk = _chunk(offset, size)
-        await send({"type": "http.response.body", "body": chunk, "more_body": True})
-        offset += size
-    await send({"type": "http.response.body", "body": b""})
+def write_files(root: Path) -> None:
+    """Create the served files in ``root``, unless they exist."""
+    root.mkdir(parents=True, exist_ok=True)
+    for name, size in FILE_SIZES.items():
+        path = root / name
+        if path.exists() and path.stat().st_size == size:
+            continue
+        with path.open("wb") as file:
+            for offset in range(0, size, MIB):
+                file.write(expected_bytes(offset, min(MIB, size - offset)))
 
 
 def server_environment(root: Path) -> dict[str, str]:
@@ -166,16 +103,9 @@ def server_environment(root: Path) -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": path, ROOT_VARIABLE: str(root)}
 
 
-def write_files(root: Path) -> None:
-    """Create the served files in ``root``, with the pattern bytes, unless they exist."""
-    root.mkdir(parents=True, exist_ok=True)
-    for name, size in FILE_SIZES.items():
-        path = root / name
-        if path.exists() and path.stat().st_size == size:
-            continue
-        with path.open("wb") as file:
-            for offset in range(0, size, MIB):
-                file.write(expected_bytes(offset, min(MIB, size - offset)))
+def default_http() -> str:
+    """The HTTP implementation uvicorn picks: ``httptools`` when installed, else ``h11``."""
+    return "httptools" if importlib.util.find_spec("httptools") is not None else "h11"
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,22 +119,16 @@ class _File:
     last_modified: str
 
 
-_LOOKUP_KEY: Final = "benchmark.file"
-
-
 class _FileHost:
     """The file routes: the metadata lookup, the Starlette app, and the resolver's half."""
 
     def __init__(self, root: Path) -> None:
-        self.root = root
         self.paths = {name: str(root / name) for name in FILE_SIZES}
         self.app = Starlette(routes=[Route(FILES_PREFIX + "{name}", self.serve)])
 
     async def lookup(self, scope: Scope) -> _File | None:
         """Stat the file once per request; the result is kept in ``scope["state"]``."""
-        state: dict[str, Any] | None = scope.get("state")
-        if state is None:
-            state = scope["state"] = {}
+        state: dict[str, Any] = scope.setdefault("state", {})
         found: _File | None = state.get(_LOOKUP_KEY)
         if found is not None:
             return found
@@ -212,10 +136,7 @@ class _FileHost:
         path = self.paths.get(name)
         if path is None:
             return None
-        try:
-            st = await anyio.to_thread.run_sync(os.stat, path)
-        except FileNotFoundError:
-            return None
+        st = await anyio.to_thread.run_sync(os.stat, path)
         # The validators FileResponse derives from the same stat.
         base = f"{st.st_mtime}-{st.st_size}".encode()
         etag = f'"{hashlib.md5(base, usedforsecurity=False).hexdigest()}"'
@@ -231,35 +152,11 @@ class _FileHost:
         return FileResponse(found.path, stat_result=found.stat, headers=headers)
 
     async def target(self, scope: Scope) -> DownloadTarget | None:
+        """The middleware's resolver: a download target for each file."""
         found = await self.lookup(scope)
         if found is None:
             return None
-        return DownloadTarget(
-            principal=PRINCIPAL,
-            principal_kind=PrincipalKind.SERVICE,
-            object_id=found.name,
-            size=found.stat.st_size,
-            etag=found.etag,
-            last_modified=found.last_modified,
-        )
-
-
-def _file_host() -> _FileHost:
-    root = os.environ.get(ROOT_VARIABLE)
-    if not root:
-        raise RuntimeError(f"{ROOT_VARIABLE} must name the directory of the served files")
-    return _FileHost(Path(root))
-
-
-def _resolver(files: _FileHost | None) -> Callable[[Scope], Awaitable[DownloadTarget | None]]:
-    async def resolve(scope: Scope) -> DownloadTarget | None:
-        """The host's resolver: a download target for the objects and the files."""
-        obj = _OBJECTS.get(scope["path"])
-        if obj is not None:
-            return obj.target
-        return None if files is None else await files.target(scope)
-
-    return resolve
+        return _target(found.name, found.stat.st_size, found.etag, found.last_modified)
 
 
 def benchmark_settings() -> SchedulerSettings:
@@ -278,63 +175,86 @@ def benchmark_settings() -> SchedulerSettings:
     )
 
 
-def _wrap(app: ASGIApp, files: _FileHost | None) -> ASGIApp:
-    """``app`` behind the middleware, tickets on, tick loop in the lifespan."""
-    scheduler = InMemoryDownloadScheduler(benchmark_settings(), ticket_keys=[generate_key()])
-    return DownloadSchedulerMiddleware(app, scheduler=scheduler, resolver=_resolver(files))
+# ====================================================================== in memory
+def _target(
+    object_id: str, size: int, etag: str | None = None, last_modified: str | None = None
+) -> DownloadTarget:
+    return DownloadTarget(
+        principal=PRINCIPAL,
+        principal_kind=PrincipalKind.SERVICE,
+        object_id=object_id,
+        size=size,
+        etag=etag or f'"{object_id.rsplit("/", 1)[-1]}-{size}"',
+        last_modified=last_modified,
+    )
 
 
-def bare_app() -> ASGIApp:
-    """The file server alone, with the files of ``ARKVORY_BENCH_ROOT``."""
-    return _file_host().app
+_OBJECT_TARGETS: Final = {path: _target(path, size) for path, size in OBJECT_SIZES.items()}
+_ALIGNED_CHUNK: Final = expected_bytes(0, CHUNK)
+_SMALL_BODY: Final = expected_bytes(0, OBJECT_SIZES[SMALL_OBJECT])
 
 
-def wrapped_app() -> ASGIApp:
-    """The file server behind the middleware."""
-    files = _file_host()
-    return _wrap(files.app, files)
+async def _object_target(scope: Scope) -> DownloadTarget | None:
+    return _OBJECT_TARGETS.get(scope["path"])
+
+
+async def _serve_object(scope: Scope, receive: Any, send: Any) -> None:
+    """An object from memory: whole, or the one range ``bytes=FIRST-LAST`` asked for
+    (the only form the benchmarks send), in 64 KiB messages as ``FileResponse`` sends."""
+    target = _OBJECT_TARGETS[scope["path"]]
+    headers = [(b"etag", str(target.etag).encode()), (b"accept-ranges", b"bytes")]
+    first, last, status = 0, target.size - 1, 200
+    for name, value in scope["headers"]:
+        matched = _RANGE.fullmatch(value.decode("latin-1")) if name == b"range" else None
+        if matched:
+            first, last, status = int(matched[1]), min(int(matched[2]), target.size - 1), 206
+            headers.append((b"content-range", f"bytes {first}-{last}/{target.size}".encode()))
+    headers.append((b"content-type", b"application/octet-stream"))
+    headers.append((b"content-length", str(last - first + 1).encode()))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    if last - first + 1 == len(_SMALL_BODY):
+        await send({"type": "http.response.body", "body": _SMALL_BODY})
+        return
+    for offset in range(first, last + 1, CHUNK):
+        size = min(CHUNK, last + 1 - offset)
+        aligned = size == CHUNK and offset % 256 == 0
+        body = _ALIGNED_CHUNK if aligned else expected_bytes(offset, size)
+        await send({"type": "http.response.body", "body": body, "more_body": True})
+    await send({"type": "http.response.body", "body": b""})
 
 
 def bare_memory_app() -> ASGIApp:
-    """The in-memory objects alone (in-process measurements: no server, no lifespan)."""
+    """The in-memory objects alone (in process: no server, no lifespan)."""
     return _serve_object
 
 
 def wrapped_memory_app() -> ASGIApp:
     """:func:`bare_memory_app` behind the middleware."""
-    return _wrap(_serve_object, None)
+    return _wrap(_serve_object, _object_target)
 
 
-def default_http() -> str:
-    """``httptools`` when it is installed (uvicorn's ``auto`` choice), else ``h11``."""
-    return "httptools" if importlib.util.find_spec("httptools") is not None else "h11"
+# ====================================================================== files
+def _wrap(app: ASGIApp, resolver: Callable[[Scope], Awaitable[DownloadTarget | None]]) -> ASGIApp:
+    """``app`` behind the middleware: in-memory scheduler, tickets on, its tick loop in
+    the lifespan."""
+    scheduler = InMemoryDownloadScheduler(benchmark_settings(), ticket_keys=[generate_key()])
+    return DownloadSchedulerMiddleware(app, scheduler=scheduler, resolver=resolver)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    import uvicorn  # noqa: PLC0415  (only the server process needs it)
-
-    parser = argparse.ArgumentParser(
-        prog="python -m benchmarks._http_apps", description="Serve one benchmark app."
-    )
-    parser.add_argument("app", choices=("bare", "wrapped"))
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, required=True)
-    parser.add_argument("--http", choices=("h11", "httptools"), default=default_http())
-    args = parser.parse_args(argv)
-    uvicorn.run(
-        f"benchmarks._http_apps:{args.app}_app",
-        factory=True,
-        host=args.host,
-        port=args.port,
-        workers=None,
-        loop="asyncio",
-        http=args.http,
-        lifespan="on",
-        access_log=False,
-        log_level="warning",
-    )
-    return 0
+def _root(root: Path | None) -> Path:
+    if root is not None:
+        return root
+    if not os.environ.get(ROOT_VARIABLE):
+        raise RuntimeError(f"{ROOT_VARIABLE} must name the directory of the served files")
+    return Path(os.environ[ROOT_VARIABLE])
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+def bare_app(root: Path | None = None) -> ASGIApp:
+    """The file server alone (uvicorn's factory: files from ``$ARKVORY_BENCH_ROOT``)."""
+    return _FileHost(_root(root)).app
+
+
+def wrapped_app(root: Path | None = None) -> ASGIApp:
+    """The file server behind the middleware."""
+    files = _FileHost(_root(root))
+    return _wrap(files.app, files.target)

@@ -1,35 +1,38 @@
-"""Writing one benchmark's section of RESULTS.md, shared by every benchmark.
+"""What every benchmark's report shares: its section of RESULTS.md, the statistics and
+the way a figure is printed.
 
 Each benchmark owns one ``## ...`` section of the results file and rewrites only that,
-so the benchmarks can run at different times and their results still sit side by side.
+so the benchmarks run at different times and their latest figures still sit side by side.
 """
 
 from __future__ import annotations
 
 import math
-import subprocess
+import statistics
+from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
+from typing import Final
 
 __all__ = [
+    "RESULTS_PATH",
     "format_ms",
     "format_ratio",
-    "format_us",
+    "median",
     "package_version",
-    "source_revision",
+    "quantile",
+    "ratio",
     "verdict",
     "write_section",
 ]
 
+RESULTS_PATH: Final = Path(__file__).resolve().parent / "RESULTS.md"
+
 
 def write_section(path: Path, heading: str, section: str) -> None:
     """Replace the section of ``path`` that starts with the line ``heading``, or append
-    it (the file is re-read just now, so a section another benchmark wrote meanwhile
-    stays)."""
-    if not path.exists():
-        path.write_text("# Benchmark results\n\n" + section, encoding="utf-8")
-        return
-    text = path.read_text(encoding="utf-8")
+    it; the file is read just now, so a section another benchmark wrote meanwhile stays."""
+    text = path.read_text(encoding="utf-8") if path.exists() else "# Benchmark results\n"
     before, found, rest = text.partition(heading + "\n")
     if not found:
         path.write_text(text.rstrip("\n") + "\n\n" + section, encoding="utf-8")
@@ -46,28 +49,24 @@ def package_version(name: str) -> str:
         return "not installed"
 
 
-def source_revision() -> str:
-    """The commit the code under measurement is at (and whether it has changes beyond
-    it): a before and an after are only comparable with it beside them."""
-    root = Path(__file__).resolve().parent.parent
-    try:
-        head = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"],
-            capture_output=True,
-            text=True,
-            check=True,
-            cwd=root,
-        ).stdout.strip()
-        changed = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no", "--", "src", "migrations"],
-            capture_output=True,
-            text=True,
-            check=True,
-            cwd=root,
-        ).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-    return f"{head} with uncommitted changes to src/ or migrations/" if changed else head
+def median(values: Sequence[float]) -> float:
+    return statistics.median(values) if values else math.nan
+
+
+def quantile(values: Sequence[float], q: float) -> float:
+    """Nearest-rank quantile (the p99 of fewer than 100 values is the largest); NaN for
+    no values."""
+    if not values:
+        return math.nan
+    ordered = sorted(values)
+    return ordered[min(len(ordered), max(1, math.ceil(q * len(ordered)))) - 1]
+
+
+def ratio(numerator: float, denominator: float) -> float:
+    """``numerator / denominator``; NaN when either was not measured or is zero."""
+    if math.isnan(numerator) or math.isnan(denominator) or denominator <= 0:
+        return math.nan
+    return numerator / denominator
 
 
 def verdict(ok: bool) -> str:
@@ -79,10 +78,6 @@ def format_ms(value: float) -> str:
     if math.isnan(value):
         return "–"
     return f"{value * 1000:.1f} µs" if value < 0.1 else f"{value:.2f} ms"
-
-
-def format_us(value: float) -> str:
-    return "–" if math.isnan(value) else f"{value:.1f} µs"
 
 
 def format_ratio(value: float) -> str:

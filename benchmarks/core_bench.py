@@ -29,45 +29,40 @@ import shlex
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
-from pathlib import Path
+from typing import Final, NamedTuple
 
-from benchmarks._core_run import (
-    MAX_QUEUE,
-    SESSIONS,
-    STEP,
-    SizeResult,
-    SteadyRun,
-    measure_memory,
+from benchmarks._core_run import MAX_QUEUE, SESSIONS, STEP, SizeResult, SteadyRun, measure_memory
+from benchmarks._machine import cpu_count, cpu_model, load_average
+from benchmarks._report import (
+    RESULTS_PATH,
+    median,
+    package_version,
     quantile,
+    verdict,
+    write_section,
 )
-from benchmarks._machine import cpu_count, cpu_model, load_average, median
-from benchmarks._report import package_version, verdict, write_section
 
-__all__ = ["main"]
+__all__ = ["main", "problems", "scalings"]
 
-KIB = 1024
-DEFAULT_SIZES = (4_096, 65_536, 1_048_576)
-QUICK_SIZES = (4_096, 65_536)
-TICKS = 60
-QUICK_TICKS = 20
+DEFAULT_SIZES: Final = (4_096, 65_536, 1_048_576)
+QUICK_SIZES: Final = (4_096, 65_536)
+TICKS: Final = 60
+QUICK_TICKS: Final = 20
+SECTION_HEADING: Final = "## Scheduler core"
 
-TICK_TARGETS_MS = {65_536: 2.0, 1_048_576: 10.0}
-POLL_TARGET_US = 50.0
-RANGE_TARGET_US = 10.0
-MEMORY_TARGET_BYTES = 1 * KIB
+# The issue's absolute targets, shown beside the growth at the largest size.
+TICK_TARGETS_MS: Final = {65_536: 2.0, 1_048_576: 10.0}
+POLL_TARGET_US: Final = 50.0
+RANGE_TARGET_US: Final = 10.0
+MEMORY_TARGET_BYTES: Final = 1024
 # A logarithmic cost grows 20/12 = 1.67x from 4,096 to 1,048,576; 2x allows no more.
-LOG_GROWTH = 2.0
+LOG_GROWTH: Final = 2.0
 # "Far slower than the queue": the tick grows by at most a tenth of the queue's growth, or
 # as a logarithm may over a short span (a tick's expiry work here is about N/600 entries).
-GROWTH_SHARE = 0.1
-FLAT_GROWTH = 1.25  # memory per session: flat in the queue's length
-
-RESULTS_PATH = Path(__file__).resolve().parent / "RESULTS.md"
-SECTION_HEADING = "## Scheduler core"
+GROWTH_SHARE: Final = 0.1
+FLAT_GROWTH: Final = 1.25  # memory per session: flat in the queue's length
 
 
-# ====================================================================== report
 def _ms(value: float) -> str:
     return "–" if math.isnan(value) else f"{value:.3f} ms"
 
@@ -76,21 +71,21 @@ def _us(value: float) -> str:
     return "–" if math.isnan(value) else f"{value:.1f} µs"
 
 
-@dataclass(frozen=True, slots=True)
-class Scaling:
-    """One figure at the smallest and the largest size, and how much it may grow.
+def _bytes(value: float) -> str:
+    return f"{value:,.0f} B"
 
-    The growth is what this machine can judge: both ends run in the same process within
-    minutes, so the shared machine's load falls on both, while an absolute time moves
-    with it. The absolute target is shown beside it, at the largest size.
-    """
+
+class Scaling(NamedTuple):
+    """One figure at the smallest and the largest size, and how much it may grow: both
+    ends run in one process minutes apart, so the shared machine's load falls on both,
+    and a cost that grows with the queue cannot hide behind a fast machine."""
 
     name: str
     smallest: float
     largest: float
-    limit: float  # the most the figure may grow from the smallest to the largest size
-    unit: str
-    target: float  # the absolute target at the largest size (the issue's)
+    limit: float
+    target: float  # the absolute target at the largest size
+    shown: str  # "ms", "µs" or "B"
 
     @property
     def growth(self) -> float:
@@ -101,57 +96,55 @@ class Scaling:
         return self.growth <= self.limit
 
     def row(self) -> str:
-        def shown(value: float) -> str:
-            return {"ms": _ms, "µs": _us}.get(self.unit, lambda v: f"{v:,.0f} B")(value)
-
+        show = {"ms": _ms, "µs": _us, "B": _bytes}[self.shown]
         met = "met" if self.largest <= self.target else "**not met**"
         return (
-            f"| {self.name} | {shown(self.smallest)} | {shown(self.largest)} "
+            f"| {self.name} | {show(self.smallest)} | {show(self.largest)} "
             f"| {self.growth:.2f}× (≤ {self.limit:.2f}×) | {verdict(self.ok)} "
-            f"| ≤ {shown(self.target)}: {met} |"
+            f"| ≤ {show(self.target)}: {met} |"
         )
 
 
 def scalings(results: Sequence[SizeResult]) -> list[Scaling]:
     """The four figures, from the smallest size of the run to its largest."""
     small, large = results[0], results[-1]
-    queue_growth = large.target / small.target
-    memory = [r.memory.per_session for r in (small, large) if r.memory is not None]
+    tick_limit = max(LOG_GROWTH, GROWTH_SHARE * large.target / small.target)
+    tick_target = TICK_TARGETS_MS.get(large.size, max(TICK_TARGETS_MS.values()))
     found = [
         Scaling(
             "median tick",
-            small.tick_median,
-            large.tick_median,
-            max(LOG_GROWTH, GROWTH_SHARE * queue_growth),
+            median(small.tick_ms),
+            median(large.tick_ms),
+            tick_limit,
+            tick_target,
             "ms",
-            TICK_TARGETS_MS.get(large.size, max(TICK_TARGETS_MS.values())),
         ),
         Scaling(
             "waiting client's poll, median",
             median(small.poll_us),
             median(large.poll_us),
             LOG_GROWTH,
-            "µs",
             POLL_TARGET_US,
+            "µs",
         ),
         Scaling(
             "range admission of an active session, median",
             median(small.range_us),
             median(large.range_us),
             LOG_GROWTH,
-            "µs",
             RANGE_TARGET_US,
+            "µs",
         ),
     ]
-    if len(memory) == 2:
+    if small.memory is not None and large.memory is not None:
         found.append(
             Scaling(
                 "memory per waiting session",
-                memory[0],
-                memory[1],
+                small.memory,
+                large.memory,
                 FLAT_GROWTH,
-                "B",
                 MEMORY_TARGET_BYTES,
+                "B",
             )
         )
     return found
@@ -195,26 +188,25 @@ def render(
         "| ---: | --- | --- | --- | ---: | ---: | --- |",
     ]
     for r in results:
-        memory = "–" if r.memory is None else f"{r.memory.per_session:,.0f} B"
         lines.append(
-            f"| {r.target:,} | {_ms(r.tick_median)} / {_ms(quantile(r.tick_ms, 0.9))} / "
+            f"| {r.target:,} | {_ms(median(r.tick_ms))} / {_ms(quantile(r.tick_ms, 0.9))} / "
             f"{_ms(max(r.tick_ms))} | {_us(median(r.poll_us))} / "
             f"{_us(quantile(r.poll_us, 0.99))} | {_us(median(r.range_us))} / "
-            f"{_us(quantile(r.range_us, 0.99))} | {_us(median(r.arrival_us))} | {memory} "
+            f"{_us(quantile(r.range_us, 0.99))} | {_us(median(r.arrival_us))} "
+            f"| {'–' if r.memory is None else _bytes(r.memory)} "
             f"| {r.refused} / {r.rejoined} |"
         )
     return "\n".join([*lines, ""])
 
 
-# ====================================================================== main
 def parse_sizes(text: str) -> tuple[int, ...]:
     sizes = tuple(sorted({int(part.replace("_", "")) for part in text.split(",") if part}))
-    if not sizes or any(size < 64 or size > MAX_QUEUE for size in sizes):
-        raise argparse.ArgumentTypeError(f"sizes must be between 64 and {MAX_QUEUE:,}")
+    if len(sizes) < 2 or any(size < 64 or size > MAX_QUEUE for size in sizes):
+        raise argparse.ArgumentTypeError(f"two or more sizes between 64 and {MAX_QUEUE:,}")
     return sizes
 
 
-def build_parser() -> argparse.ArgumentParser:
+def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m benchmarks.core_bench",
         description="Steady-state benchmark of the in-memory scheduler core.",
@@ -222,50 +214,31 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--sizes",
         type=parse_sizes,
-        default=None,
-        help="comma-separated waiting-queue sizes (default 4096,65536,1048576; "
-        "with --quick 4096,65536)",
+        help="waiting-queue sizes, comma-separated (default "
+        "4096,65536,1048576; with --quick 4096,65536)",
     )
     parser.add_argument(
         "--quick",
         action="store_true",
-        help=f"{QUICK_TICKS} measured ticks, small sizes, print only (unless --output)",
+        help=f"{QUICK_TICKS} measured ticks, small sizes, print only",
     )
-    parser.add_argument("--ticks", type=int, default=None, help="measured ticks per size")
-    parser.add_argument(
-        "--no-memory", action="store_true", help="skip the tracemalloc fill (the slow part)"
-    )
-    parser.add_argument(
-        "--output",
-        type=Path,
-        default=None,
-        help="markdown file to update (default benchmarks/RESULTS.md, none with --quick)",
-    )
-    return parser
-
-
-def main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
-    args = build_parser().parse_args(args_list)
+    args = parser.parse_args(args_list)
     sizes: tuple[int, ...] = args.sizes or (QUICK_SIZES if args.quick else DEFAULT_SIZES)
-    ticks: int = args.ticks or (QUICK_TICKS if args.quick else TICKS)
-    output: Path | None = args.output or (None if args.quick else RESULTS_PATH)
-    if len(sizes) < 2:
-        print("give at least two sizes: the figures are their growth", file=sys.stderr)
-        return 2
+    ticks = QUICK_TICKS if args.quick else TICKS
     load_before = load_average()
     started = time.perf_counter()
     results: list[SizeResult] = []
     for size in sizes:
-        memory = None if args.no_memory else measure_memory(size)
+        memory = measure_memory(size)
         run = SteadyRun(size, ticks)
         result = run.run()
         run.close()
         result.memory = memory
         print(
-            f"[{size:,}] median tick {_ms(result.tick_median)}, poll "
-            f"{_us(median(result.poll_us))}, range admission {_us(median(result.range_us))}"
-            + ("" if memory is None else f", {memory.per_session:,.0f} B per session"),
+            f"[{size:,}] median tick {_ms(median(result.tick_ms))}, poll "
+            f"{_us(median(result.poll_us))}, range admission {_us(median(result.range_us))}, "
+            f"{_bytes(memory)} per session",
             file=sys.stderr,
             flush=True,
         )
@@ -273,9 +246,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     wall = time.perf_counter() - started
     section = render(results, args_list, ticks, wall, f"{load_before}; {load_average()}")
     print(section)
-    if output is not None:
-        write_section(output, SECTION_HEADING, section)
-        print(f"written to {output}", file=sys.stderr)
+    if not args.quick:
+        write_section(RESULTS_PATH, SECTION_HEADING, section)
+        print(f"written to {RESULTS_PATH}", file=sys.stderr)
     found = problems(results)
     for problem in found:
         print(f"problem: {problem}", file=sys.stderr)

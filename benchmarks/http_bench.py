@@ -3,13 +3,13 @@
 Run with ``python -m benchmarks.http_bench`` (``make bench-http``); needs ``wrk`` on
 ``PATH`` (Debian/Ubuntu: ``apt-get install wrk``) unless ``--no-http``.
 
-1. In process, without a network: the in-memory objects of ``_http_apps`` are served
+1. In process, without a network: the in-memory host of ``_http_apps`` is called
    directly with a fake ``receive`` and ``send``, bare and wrapped, in alternating
    batches; the fastest batch of each is the middleware's own cost per request (other
    processes can only ever add time to a batch).
-2. Over loopback: two uvicorn servers (``_http_apps``), the bare file server and the
-   same one behind the middleware, each loaded by one wrk run per workload after a
-   warm-up; with two CPUs the servers run on one and wrk on the other (``taskset``).
+2. Over loopback: uvicorn serving the file server of ``_http_apps``, bare and behind the
+   middleware, each loaded by one wrk run per workload after a warm-up; with two CPUs
+   the servers run on one and wrk on the other (``taskset``).
 
 One run of each is what a user sees, not a verdict to a tenth of a point: on this shared
 machine two runs of the same server differ by several per cent. The middleware's own
@@ -36,17 +36,14 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 from benchmarks._http_apps import (
-    FILE_LARGE_PATH,
-    FILE_LARGE_SIZE,
-    FILE_SMALL_PATH,
+    LARGE_OBJECT,
     LARGE_PATH,
+    SMALL_OBJECT,
     SMALL_PATH,
-    SMALL_SIZE,
     ASGIApp,
-    Message,
     Scope,
     bare_memory_app,
     default_http,
@@ -56,14 +53,13 @@ from benchmarks._http_apps import (
     write_files,
 )
 from benchmarks._machine import cpu_count, cpu_model, load_average
-from benchmarks._report import package_version, write_section
+from benchmarks._report import RESULTS_PATH, package_version, write_section
 
-__all__ = ["RANGE_HEADER", "WORKLOADS", "Workload", "main", "server"]
+__all__ = ["RANGE_HEADER", "WORKLOADS", "Workload", "in_process", "main", "server"]
 
 MIB: Final = 1024 * 1024
 HOST: Final = "127.0.0.1"
 PROJECT_ROOT: Final = Path(__file__).resolve().parent.parent
-RESULTS_PATH: Final = PROJECT_ROOT / "benchmarks" / "RESULTS.md"
 SECTION_HEADING: Final = "## HTTP middleware"
 DURATION_S: Final = 10
 WARMUP_S: Final = 2
@@ -89,12 +85,11 @@ end
 class Workload:
     key: str
     title: str
-    path: str  # served from a file over HTTP
-    memory_path: str  # the same request on the in-memory host (in process)
-    connections: int
+    path: str  # a file, served over HTTP
+    memory_path: str  # the same request to the in-memory host, in process
+    connections: int  # wrk's
     headers: tuple[tuple[str, str], ...]
     body_size: int
-    object_size: int
     status: int
     target_loss: float  # the largest throughput loss the issue accepts
     requests: int  # per in-process batch
@@ -107,12 +102,11 @@ WORKLOADS: Final = (
     Workload(
         key="small",
         title="1 KiB files, per-request admission",
-        path=FILE_SMALL_PATH,
-        memory_path=SMALL_PATH,
+        path=SMALL_PATH,
+        memory_path=SMALL_OBJECT,
         connections=16,
         headers=(),
-        body_size=SMALL_SIZE,
-        object_size=SMALL_SIZE,
+        body_size=1024,
         status=200,
         target_loss=0.05,
         requests=20_000,
@@ -120,12 +114,11 @@ WORKLOADS: Final = (
     Workload(
         key="session",
         title="8 MiB ranges of one active session (64 MiB file)",
-        path=FILE_LARGE_PATH,
-        memory_path=LARGE_PATH,
+        path=LARGE_PATH,
+        memory_path=LARGE_OBJECT,
         connections=8,
         headers=(("Range", RANGE_HEADER), ("Arkvory-Download-Id", DOWNLOAD_ID)),
         body_size=8 * MIB,
-        object_size=FILE_LARGE_SIZE,
         status=206,
         target_loss=0.02,
         requests=300,
@@ -156,11 +149,11 @@ def scope_for(path: str, headers: Sequence[tuple[str, str]]) -> Scope:
     }
 
 
-async def _receive() -> Message:
+async def _receive() -> dict[str, Any]:
     return {"type": "http.request", "body": b"", "more_body": False}
 
 
-async def _discard(message: Message) -> None:
+async def _discard(message: Any) -> None:
     return None
 
 
@@ -226,7 +219,16 @@ def server(
     """A uvicorn process serving ``app`` on a free port (under ``prefix``: ``taskset`` or
     valgrind), answering before it is used; stopped however the block ends."""
     port = free_port()
-    command = [*prefix, sys.executable, "-m", "benchmarks._http_apps", app, "--port", str(port)]
+    command = [
+        *prefix,
+        sys.executable,
+        "-m",
+        "uvicorn",
+        "--factory",
+        f"benchmarks._http_apps:{app}_app",
+    ]
+    command += ["--port", str(port), "--loop", "asyncio", "--lifespan", "on", "--no-access-log"]
+    command += ["--log-level", "warning"]
     log = (logs / f"{app}-{port}.log").open("wb")
     environment = server_environment(root)
     process = subprocess.Popen(
@@ -238,7 +240,7 @@ def server(
             if process.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"the {app} server did not start: see {log.name}")
             with contextlib.suppress(OSError):
-                if fetch(port, FILE_SMALL_PATH, ())[0] == 200:
+                if fetch(port, SMALL_PATH, ())[0] == 200:
                     break
             time.sleep(0.2)
         yield process, port
@@ -300,16 +302,14 @@ def wrk(command: Sequence[str], pid: int, workload: Workload) -> WrkRun:
     )
 
 
-def over_http(
-    workloads: Sequence[Workload], duration: int, scratch: Path
-) -> dict[str, dict[str, WrkRun]]:
+def over_http(scratch: Path) -> dict[str, dict[str, WrkRun]]:
     """Per workload, one wrk run against each server, bare first, after a warm-up."""
     root, script = scratch / "files", scratch / "report.lua"
     write_files(root)
     script.write_text(WRK_SCRIPT, encoding="utf-8")
     server_cpu, wrk_cpu = cpus()
     runs: dict[str, dict[str, WrkRun]] = {}
-    for workload in workloads:
+    for workload in WORKLOADS:
         runs[workload.key] = {}
         for app in ("bare", "wrapped"):
             with server(app, root, scratch, server_cpu) as (process, port):
@@ -319,7 +319,7 @@ def over_http(
                 base = [*wrk_cpu, "wrk", "-t1", f"-c{workload.connections}", "--latency"]
                 base += [*headers, "-s", str(script)]
                 wrk([*base, f"-d{WARMUP_S}s", url], process.pid, workload)
-                run = wrk([*base, f"-d{duration}s", url], process.pid, workload)
+                run = wrk([*base, f"-d{DURATION_S}s", url], process.pid, workload)
                 runs[workload.key][app] = run
                 print(f"[{workload.key}] {app}: {run.responses:,.1f}/s", file=sys.stderr)
     return runs
@@ -327,10 +327,7 @@ def over_http(
 
 # ====================================================================== report
 def render(
-    argv: Sequence[str],
-    costs: dict[str, tuple[float, float]],
-    runs: dict[str, dict[str, WrkRun]],
-    duration: int,
+    argv: Sequence[str], costs: dict[str, tuple[float, float]], runs: dict[str, dict[str, WrkRun]]
 ) -> str:
     now = datetime.datetime.now(datetime.UTC)
     lines = [
@@ -348,15 +345,12 @@ def render(
         "| --- | ---: | ---: | ---: |",
     ]
     for workload in WORKLOADS:
-        if workload.key in costs:
-            alone, behind = costs[workload.key]
-            lines.append(
-                f"| {workload.title} | {alone:.2f} | {behind:.2f} | {behind - alone:.2f} µs |"
-            )
+        alone, behind = costs[workload.key]
+        lines.append(f"| {workload.title} | {alone:.2f} | {behind:.2f} | {behind - alone:.2f} µs |")
     if runs:
         lines += [
             "",
-            f"Over HTTP (one {duration} s wrk run of each server after a {WARMUP_S} s warm-up; "
+            f"Over HTTP (one {DURATION_S} s wrk run of each server after a {WARMUP_S} s warm-up; "
             "one run each, so a few per cent either way is this machine's noise):",
             "",
             "| workload | bare responses/s | wrapped | kept | target | p50 / p99 bare "
@@ -385,26 +379,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         prog="python -m benchmarks.http_bench",
         description="The middleware's cost: in process, and one wrk run of each server.",
     )
-    parser.add_argument("--duration", type=int, default=DURATION_S, help="seconds per wrk run")
-    parser.add_argument("--workloads", default="small,session", help="from small,session")
-    parser.add_argument("--no-http", action="store_true", help="only the in-process part")
-    parser.add_argument("--output", type=Path, default=RESULTS_PATH, help="markdown to update")
+    parser.add_argument(
+        "--no-http", action="store_true", help="only the in-process part, printed, not written"
+    )
     args_list = list(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(args_list)
-    chosen = [w for w in WORKLOADS if w.key in args.workloads.split(",")]
-    if not chosen:
-        parser.error("--workloads names none of small, session")
     if not args.no_http and shutil.which("wrk") is None:
         print("wrk is not on PATH: apt-get install wrk, or --no-http", file=sys.stderr)
         return 2
-    costs = {w.key: in_process(w) for w in chosen}
+    costs = {w.key: in_process(w) for w in WORKLOADS}
     runs: dict[str, dict[str, WrkRun]] = {}
     if not args.no_http:
         with tempfile.TemporaryDirectory(prefix="arkvory-http-bench-") as scratch:
-            runs = over_http(chosen, args.duration, Path(scratch))
-    section = render(args_list, costs, runs, args.duration)
+            runs = over_http(Path(scratch))
+    section = render(args_list, costs, runs)
     print(section)
-    write_section(args.output, SECTION_HEADING, section)
+    if not args.no_http:
+        write_section(RESULTS_PATH, SECTION_HEADING, section)
     errors = sum(run.errors for pair in runs.values() for run in pair.values())
     return 1 if errors else 0
 

@@ -16,7 +16,7 @@ also counted idle for a few seconds, and that rate times the load's duration is 
 off the load's count. The tick loop's own cost at real speed is reported beside.
 
 Run: ``python -m benchmarks.http_instructions`` (``make bench-instructions``); needs
-valgrind and curl. About five minutes on two CPUs.
+valgrind and curl. About five minutes on two CPUs; ``--repeats 1`` halves it.
 """
 
 from __future__ import annotations
@@ -36,15 +36,12 @@ from pathlib import Path
 from typing import Final
 
 from benchmarks._http_apps import default_http, write_files
-from benchmarks._machine import cpu_count, cpu_model, load_average, median
-from benchmarks._report import package_version, write_section
-from benchmarks.http_bench import HOST, RANGE_HEADER, Workload, server
-from benchmarks.http_bench import WORKLOADS as HTTP_WORKLOADS
+from benchmarks._machine import cpu_count, cpu_model, load_average
+from benchmarks._report import RESULTS_PATH, median, package_version, write_section
+from benchmarks.http_bench import HOST, RANGE_HEADER, WORKLOADS, Workload, server
 
 __all__ = ["Count", "main", "measure"]
 
-PROJECT_ROOT: Final = Path(__file__).resolve().parent.parent
-RESULTS: Final = PROJECT_ROOT / "benchmarks" / "RESULTS.md"
 HEADING: Final = "## HTTP middleware, instructions per response (callgrind)"
 APPS: Final = ("bare", "wrapped")
 IDLE_SECONDS: Final = 8.0
@@ -52,10 +49,8 @@ READY_TIMEOUT_S: Final = 300.0  # the interpreter starts slowly under valgrind
 TICKS_PER_SECOND: Final = 2.0  # the middleware's tick loop at its base interval
 
 
-# The HTTP benchmark's two workloads with a target; how many responses of each are
-# counted (after a warm-up that also starts the wrapped server's download session).
-_BY_KEY: Final = {workload.key: workload for workload in HTTP_WORKLOADS}
-WORKLOADS: Final = (_BY_KEY["session"], _BY_KEY["small"])
+# How many responses of each workload are counted, after a warm-up that also starts the
+# wrapped server's download session.
 WARMUP: Final = {"session": 4, "small": 50}
 REQUESTS: Final = {"session": 24, "small": 400}
 
@@ -166,41 +161,30 @@ def render(counts: Sequence[Count], repeats: int, started: dt.datetime) -> str:
         "| idle instructions per second |",
         "|---|---|---:|---:|---:|---:|",
     ]
-    per: dict[tuple[str, str], list[Count]] = {}
-    for count in counts:
-        per.setdefault((count.workload.key, count.app), []).append(count)
     summary = []
     for workload in WORKLOADS:
-        if (workload.key, "bare") not in per:
-            continue
-        bare = median([c.per_request for c in per[(workload.key, "bare")]])
+        group = {app: [c for c in counts if (c.workload, c.app) == (workload, app)] for app in APPS}
+        bare = median([c.per_request for c in group["bare"]])
         for app in APPS:
-            group = per.get((workload.key, app), [])
-            if not group:
-                continue
-            value = median([c.per_request for c in group])
+            value = median([c.per_request for c in group[app]])
             share = value / bare - 1
             added = "" if app == "bare" else f"{share * 100:+.2f} %"
-            idle = median([c.idle_rate for c in group])
             lines.append(
-                f"| {workload.title} | {app} | {REQUESTS[workload.key]} "
-                f"| {value:,.0f} | {added} | {idle:,.0f} |"
+                f"| {workload.title} | {app} | {REQUESTS[workload.key]} | {value:,.0f} "
+                f"| {added} | {median([c.idle_rate for c in group[app]]):,.0f} |"
             )
-            if app == "wrapped":
-                summary.append(
-                    f"- {workload.title}: the middleware adds {share * 100:.2f} % of the "
-                    f"server's instructions per response (the target allows a "
-                    f"{workload.target_loss * 100:g} % throughput loss)."
-                )
-    wrapped_idle = [c.idle_rate for c in counts if c.app == "wrapped"]
-    bare_idle = [c.idle_rate for c in counts if c.app == "bare"]
-    if wrapped_idle and bare_idle:
-        per_tick = (median(wrapped_idle) - median(bare_idle)) / TICKS_PER_SECOND
         summary.append(
-            f"- The tick loop, from the idle rates: about {per_tick:,.0f} instructions per "
-            f"tick, {TICKS_PER_SECOND:g} ticks a second whatever the load (taken off the "
-            "load's count with the rest of the idle rate)."
+            f"- {workload.title}: the middleware adds {share * 100:.2f} % of the server's "
+            f"instructions per response (the target allows a {workload.target_loss:.0%} "
+            "throughput loss)."
         )
+    idle = {app: median([c.idle_rate for c in counts if c.app == app]) for app in APPS}
+    summary.append(
+        f"- The tick loop, from the idle rates: about "
+        f"{(idle['wrapped'] - idle['bare']) / TICKS_PER_SECOND:,.0f} instructions per tick, "
+        f"{TICKS_PER_SECOND:g} ticks a second whatever the load (taken off the load's count "
+        "with the rest of the idle rate)."
+    )
     lines += ["", *summary, "", _LIMITS, ""]
     return "\n".join(lines)
 
@@ -222,33 +206,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         description="Instructions per response of uvicorn with and without the middleware.",
     )
     parser.add_argument("--repeats", type=int, default=2, help="servers per app and workload")
-    parser.add_argument(
-        "--workloads", default="session,small", help="comma-separated, from session,small"
-    )
-    parser.add_argument("--jobs", type=int, default=max(1, min(2, cpu_count())))
-    parser.add_argument("--output", type=Path, default=RESULTS, help="markdown file to update")
     args = parser.parse_args(argv)
     missing = [tool for tool in ("valgrind", "callgrind_control", "curl") if not shutil.which(tool)]
-    if missing:
-        print(f"needs {', '.join(missing)} on PATH", file=sys.stderr)
+    if missing or args.repeats < 1:
+        print(f"needs {', '.join(missing)} on PATH and --repeats ≥ 1", file=sys.stderr)
         return 2
-    names = [name.strip() for name in args.workloads.split(",") if name.strip()]
-    unknown = sorted(set(names) - {w.key for w in WORKLOADS})
-    if not names or unknown:
-        shown = f": unknown {', '.join(unknown)}" if unknown else ""
-        print(f"--workloads must name session and/or small{shown}", file=sys.stderr)
-        return 2
-    if args.repeats < 1:
-        print("--repeats must be at least 1", file=sys.stderr)
-        return 2
-    chosen = [w for w in WORKLOADS if w.key in names]
     started = dt.datetime.now(dt.UTC)
     with tempfile.TemporaryDirectory(prefix="arkvory-callgrind-") as scratch_name:
         scratch = Path(scratch_name)
         root = scratch / "files"
         write_files(root)
-        jobs = [(app, w) for _ in range(args.repeats) for w in chosen for app in APPS]
-        with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        jobs = [(app, w) for _ in range(args.repeats) for w in WORKLOADS for app in APPS]
+        # Two servers at a time: a count does not depend on what else the machine runs.
+        with ThreadPoolExecutor(max_workers=2) as pool:
             counts = list(pool.map(lambda job: measure(job[0], job[1], root, scratch), jobs))
     for count in counts:
         print(
@@ -259,8 +229,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     section = render(counts, args.repeats, started)
     print(section)
-    write_section(args.output, HEADING, section)
-    print(f"written to {args.output}")
+    write_section(RESULTS_PATH, HEADING, section)
+    print(f"written to {RESULTS_PATH}")
     return 0
 
 
