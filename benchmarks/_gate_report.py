@@ -256,8 +256,8 @@ def report_section(
         f"`{command}` (`make bench-gate`), {started:%Y-%m-%d %H:%M} UTC; {machine}."
         f" {w.downloads} downloads of one {w.size >> 20} MiB object by the async SDK"
         f" ({w.processes} client processes, arrivals uniform over the first {w.spread:.0f}"
-        f" s, {w.range_size >> 20} MiB ranges), one {w.rate >> 20} MiB/s link shared by the fleet (one token"
-        f" bucket every server sends through), {w.slots} session slots.",
+        f" s, {w.range_size >> 20} MiB ranges), one {w.rate >> 20} MiB/s link shared by the"
+        f" fleet (one token bucket every server sends through), {w.slots} session slots.",
         "",
         METHOD.format(maxconn=w.slots // 3),
         "",
