@@ -25,23 +25,44 @@ DEFAULT_SPAN_SECONDS = 5
 
 
 def peak_of_means(seconds: Sequence[float], span: int = DEFAULT_SPAN_SECONDS) -> float:
-    """The highest mean of ``span`` consecutive entries of ``seconds`` (bytes per
-    second, in order, 0.0 for an idle second); of all of them when there are fewer.
+    """The highest mean of ``span`` consecutive busy entries of ``seconds`` (bytes per
+    second, in order, 0.0 for an idle second).
+
+    Idle seconds never count: the mean is taken within each run of busy seconds, so a
+    stretch of delivery reads at its pace however much idle time surrounds it, and
+    keeps reading so until its last second leaves the window. The first and last
+    second of a run are partial (delivery began or ended within them), so a run of
+    three or more is read without them, and a shorter one by its busiest second, as a
+    span of one reads every run.
 
     One function for one process's meter and for the fleet's summed seconds on
     PostgreSQL, so both stores read the same rate from the same bytes.
     """
     if span < 1:
         raise ValueError(f"span must be at least 1, got {span}")
-    if not seconds:
-        return 0.0
-    if len(seconds) <= span:
-        return sum(seconds) / len(seconds)
-    total = best = sum(seconds[:span])
-    for i in range(span, len(seconds)):
-        total += seconds[i] - seconds[i - span]
+    best = 0.0
+    run: list[float] = []
+    for nbytes in [*seconds, 0.0]:  # the sentinel closes the last run
+        if nbytes > 0:
+            run.append(nbytes)
+            continue
+        if run:
+            best = max(best, _busiest_mean(run, span))
+            run = []
+    return best
+
+
+def _busiest_mean(run: list[float], span: int) -> float:
+    if span == 1 or len(run) <= 2:
+        return max(run)
+    inner = run[1:-1]
+    if len(inner) <= span:
+        return sum(inner) / len(inner)
+    total = best = sum(inner[:span])
+    for i in range(span, len(inner)):
+        total += inner[i] - inner[i - span]
         best = max(best, total)
-    return max(0.0, best) / span
+    return best / span
 
 
 class PeakRateMeter:

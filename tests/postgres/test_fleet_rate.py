@@ -87,6 +87,10 @@ async def test_the_stored_fleet_rate_is_the_peak_of_the_summed_seconds(
     clock.advance(1.0)
     await fleet[0].progress(grants[0], RATE - 1)
     await fleet[1].progress(grants[1], RATE // 2 - 1)
+    # And one more second of the link, so that second is not the run's last (partial).
+    await fleet[2].progress(grants[2], 1)
+    clock.advance(1.0)
+    await fleet[2].progress(grants[2], RATE - 1)
     clock.advance(0.5)
     await _beat_and_lead(fleet)
     now = clock.monotonic()
@@ -97,7 +101,7 @@ async def test_the_stored_fleet_rate_is_the_peak_of_the_summed_seconds(
             summed[first + offset] = summed.get(first + offset, 0.0) + nbytes
     stored = await db.fetchval("SELECT fleet_rate FROM queue_state")
     assert stored == pytest.approx(peak_of_means([summed[s] for s in sorted(summed)]), rel=1e-9)
-    # The last five seconds: four of RATE and the one of 1.5 RATE.
+    # The busiest five inner seconds: four of RATE and the one of 1.5 RATE.
     assert stored == pytest.approx(1.1 * RATE, rel=1e-3)
 
 

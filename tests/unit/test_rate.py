@@ -276,10 +276,19 @@ def test_memory_is_fixed_by_the_window(window: int, records: list[Record]) -> No
 
 
 def test_peak_of_means_is_the_busiest_run_of_span_seconds() -> None:
-    assert peak_of_means([1.0, 9.0, 1.0, 1.0, 5.0, 5.0], span=2) == 5.0
-    assert peak_of_means([1.0, 9.0, 1.0, 1.0, 5.0, 5.0], span=1) == 9.0
-    assert peak_of_means([2.0, 4.0], span=5) == 3.0  # fewer seconds than the span
+    # One run; its first and last seconds are partial and left out: 9, 1, 1, 5.
+    assert peak_of_means([1.0, 9.0, 1.0, 1.0, 5.0, 2.0], span=2) == 5.0
+    assert peak_of_means([1.0, 9.0, 1.0, 1.0, 5.0, 2.0], span=1) == 9.0
+    assert peak_of_means([2.0, 4.0], span=5) == 4.0  # a short run: its busiest second
+    assert peak_of_means([1.0, 3.0, 5.0, 1.0], span=5) == 4.0  # fewer seconds than the span
     assert peak_of_means([], span=5) == 0.0
+
+
+def test_idle_seconds_never_lower_the_mean() -> None:
+    busy = [10.0, 40.0, 40.0, 40.0, 10.0]
+    assert peak_of_means([0.0] * 30 + busy + [0.0] * 20, span=5) == 40.0
+    # Two runs with idle time between: each is read on its own, the busier one counts.
+    assert peak_of_means([*busy, 0.0, 0.0, 5.0, 20.0, 20.0, 5.0], span=5) == 40.0
     with pytest.raises(ValueError, match="span"):
         peak_of_means([1.0], span=0)
 
@@ -301,13 +310,13 @@ def test_a_saturated_link_read_second_by_second_is_overstated_and_the_mean_is_no
     assert peak_of_means(seconds, span=5) < 1.03 * link
 
 
-def test_five_busy_seconds_hold_the_rate_through_an_idle_minute() -> None:
+def test_busy_seconds_hold_the_rate_until_the_last_leaves_the_window() -> None:
     meter = PeakRateMeter()
     for second in range(100, 105):
         meter.record(second, second + 1.0, 40_000_000)
     assert meter.peak(105.0) == pytest.approx(40e6)
     assert meter.peak(160.5) == pytest.approx(40e6)  # seconds 100..159: all five inside
-    assert meter.peak(161.0) == pytest.approx(32e6)  # second 100 has left the window
+    assert meter.peak(164.5) == pytest.approx(40e6)  # second 104 alone is still inside
     assert meter.peak(165.0) == 0.0
 
 

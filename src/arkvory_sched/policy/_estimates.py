@@ -136,16 +136,14 @@ def check_delay(
 
 
 def queued_retry_after(delay: float) -> int:
-    """``Retry-After`` for a waiter asked to come back in ``delay`` seconds: the nearest
-    whole second, at least 1.
+    """``Retry-After`` for a waiter asked to come back in ``delay`` seconds: whole
+    seconds, rounded up, at least 1.
 
-    The header holds whole seconds only. Rounding up added half a second to every poll
-    on average and made the head of the queue, asked back after 1.0-1.1 s, come after 2 s
-    half the time, while the slots it waits for free every fraction of a second; the
-    marked back-ups that came on time then took them (ADR 0028). Coming up to half a
-    second early costs one more poll; the no-show deadline is far later.
+    Never before ``checkAt``: a closed class's waiter is asked back by its opening, and
+    one that came half a second early would find the class still closed (rounding to
+    the nearest second left the link idle after an opening in simulation scenario 4).
     """
-    return max(1, math.floor(delay + 0.5))
+    return max(1, math.ceil(delay))
 
 
 def no_show_at(check_at: float, delay: float) -> float:
