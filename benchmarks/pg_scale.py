@@ -1,21 +1,12 @@
 """The shared queue at 65,536 and 1,048,576 waiting: ``PostgresScheduler`` beside
 ``InMemoryDownloadScheduler`` in the same run, because absolute times on a shared machine
-move with its load. ``python -m benchmarks.pg_scale`` (``make bench-pg``) or ``--sizes
-65536,1048576`` (``make bench-pg-million``); ``benchmarks/README.md`` explains the
-workload. Needs PostgreSQL: ``$ARKVORY_TEST_DATABASE_URL``, default
-``postgresql://postgres@127.0.0.1:5432/test``.
+move with its load (``make bench-pg``, ``make bench-pg-million``; benchmarks/README.md).
 
-The waiting downloads, in arrival order ``0 .. waiting - 1``, belong to up to 1,000 CI
-principals taking turns, all of class ``release``. A principal's k-th download gets
-round-robin turn k, as ``ROUND_TAG`` and the in-memory fair queue both give it, so the
-queue serves them in arrival order: download ``index`` waits at position ``index + 1``.
-Downloads after the fill are newcomers, at the end of the queue. Everything is a function
-of the index: nothing is kept per download outside the stores.
-
-PostgreSQL is filled with one ``COPY`` of the rows a newcomer's ``admit_session`` writes
-after its first poll, with the counts an admission keeps, checked against the store's own
-counts (:func:`check_fill`). The in-memory store gets the same downloads through
-``admit`` on a ``FakeClock``.
+The waiting downloads, in arrival order, belong to up to 1,000 CI principals taking
+turns, all of class ``release``; a principal's k-th download gets round-robin turn k, so
+download ``index`` waits at position ``index + 1``. Everything is a function of the index:
+nothing is kept per download outside the stores. PostgreSQL is filled with one ``COPY``
+of the rows ``admit_session`` writes, the in-memory store through ``admit``.
 """
 
 from __future__ import annotations
