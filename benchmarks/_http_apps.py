@@ -1,27 +1,21 @@
 """The host the HTTP benchmarks serve, bare and behind the middleware.
 
-The host is what an artifact server is, a Starlette file server: ``/files/small.bin``
-(1 KiB, below ``session_min_bytes``: per-request admission) and ``/files/large.bin``
-(64 MiB: download sessions) from a directory (:func:`write_files` creates them),
-answered by ``FileResponse``. The host looks a file up once per request (``os.stat`` in a
-worker thread, ETag and Last-Modified as ``FileResponse`` derives them) and keeps it in
-``scope["state"]``: behind the middleware the resolver does the lookup and the route
-reuses it, so both sides do the same work and differ only by the middleware. uvicorn
-serves them (``python -m uvicorn --factory benchmarks._http_apps:bare_app``, files from
-``$ARKVORY_BENCH_ROOT``).
+Over HTTP it is what an artifact server is, a Starlette file server answering with
+``FileResponse``: ``/files/small.bin`` (1 KiB, per-request admission) and
+``/files/large.bin`` (64 MiB, download sessions). It looks a file up once per request and
+keeps it in ``scope["state"]``; behind the middleware the resolver does the lookup and
+the route reuses it, so both sides differ only by the middleware. uvicorn serves them
+(``--factory benchmarks._http_apps:bare_app``, files from ``$ARKVORY_BENCH_ROOT``).
 
-In process, a file host's time is a dozen hops to worker threads per request, whose
-wake-ups on a loaded machine vary by far more than the middleware costs (three runs of
-the 1 KiB figure added 36 to 155 µs). So the in-process figure times a raw ASGI host
-instead, the cheapest there is, serving ``/objects/small.bin`` (1 KiB) and 8 MiB ranges
-of ``/objects/large.bin`` (1 GiB) from memory: whatever the middleware adds shows there
-at full size.
+In process, a file host's dozen hops to worker threads per request vary by far more than
+the middleware costs, so the in-process figure times a raw ASGI host instead, serving
+``/objects/small.bin`` (1 KiB) and 8 MiB ranges of ``/objects/large.bin`` (1 GiB) from
+memory: whatever the middleware adds shows there at full size.
 """
 
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import os
 import re
 from collections.abc import Awaitable, Callable, MutableMapping
@@ -44,18 +38,6 @@ from arkvory_sched import (
     SchedulerSettings,
     generate_key,
 )
-
-__all__ = [
-    "bare_app",
-    "bare_memory_app",
-    "benchmark_settings",
-    "default_http",
-    "expected_bytes",
-    "server_environment",
-    "wrapped_app",
-    "wrapped_memory_app",
-    "write_files",
-]
 
 Scope = MutableMapping[str, Any]
 ASGIApp = Callable[..., Awaitable[None]]
@@ -83,31 +65,32 @@ def expected_bytes(start: int, length: int) -> bytes:
 
 
 def write_files(root: Path) -> None:
-    """Create the served files in ``root``, unless they exist."""
-    root.mkdir(parents=True, exist_ok=True)
+    root.mkdir(parents=True)
     for name, size in FILE_SIZES.items():
-        path = root / name
-        if path.exists() and path.stat().st_size == size:
-            continue
-        with path.open("wb") as file:
+        with (root / name).open("wb") as file:
             for offset in range(0, size, MIB):
                 file.write(expected_bytes(offset, min(MIB, size - offset)))
 
 
-def server_environment(root: Path) -> dict[str, str]:
-    """A server's environment: files from ``root``, and ``src`` of this tree first on
-    the path, so a run from a second worktree measures its own code in its servers, not
-    the checkout the editable install names."""
-    project = Path(__file__).resolve().parent.parent
-    path = os.pathsep.join((str(project / "src"), str(project)))
-    return {**os.environ, "PYTHONPATH": path, ROOT_VARIABLE: str(root)}
+def benchmark_settings() -> SchedulerSettings:
+    """Limits that never throttle the load, so only the overhead shows: places for wrk's
+    16 connections, and 64 ranges per session (the maximum) for the range workload's 8."""
+    return SchedulerSettings(
+        max_downloads=4096,
+        transfer_queue_limit=4096,
+        transfer_queue_per_principal=4096,
+        sessions=64,
+        ranges_per_session=64,
+    )
 
 
-def default_http() -> str:
-    """The HTTP implementation uvicorn picks: ``httptools`` when installed, else ``h11``."""
-    return "httptools" if importlib.util.find_spec("httptools") is not None else "h11"
+def _wrap(app: ASGIApp, resolver: Callable[[Scope], Awaitable[DownloadTarget | None]]) -> ASGIApp:
+    """``app`` behind the middleware: in-memory scheduler, tickets on."""
+    scheduler = InMemoryDownloadScheduler(benchmark_settings(), ticket_keys=[generate_key()])
+    return DownloadSchedulerMiddleware(app, scheduler=scheduler, resolver=resolver)
 
 
+# ====================================================================== files
 @dataclass(frozen=True, slots=True)
 class _File:
     """The host's metadata of one file, looked up once per request."""
@@ -159,20 +142,13 @@ class _FileHost:
         return _target(found.name, found.stat.st_size, found.etag, found.last_modified)
 
 
-def benchmark_settings() -> SchedulerSettings:
-    """Limits that never throttle the benchmark's load, so only the overhead shows.
+def bare_app() -> ASGIApp:
+    return _FileHost(Path(os.environ[ROOT_VARIABLE])).app
 
-    ``max_downloads`` 4,096 per-request places (wrk opens 16 connections); 64 session
-    slots and 64 ranges per session (the maximum), so the 8 connections of the range
-    workload all fit in one active session. Everything else keeps its default.
-    """
-    return SchedulerSettings(
-        max_downloads=4096,
-        transfer_queue_limit=4096,
-        transfer_queue_per_principal=4096,
-        sessions=64,
-        ranges_per_session=64,
-    )
+
+def wrapped_app() -> ASGIApp:
+    files = _FileHost(Path(os.environ[ROOT_VARIABLE]))
+    return _wrap(files.app, files.target)
 
 
 # ====================================================================== in memory
@@ -224,37 +200,8 @@ async def _serve_object(scope: Scope, receive: Any, send: Any) -> None:
 
 
 def bare_memory_app() -> ASGIApp:
-    """The in-memory objects alone (in process: no server, no lifespan)."""
     return _serve_object
 
 
 def wrapped_memory_app() -> ASGIApp:
-    """:func:`bare_memory_app` behind the middleware."""
     return _wrap(_serve_object, _object_target)
-
-
-# ====================================================================== files
-def _wrap(app: ASGIApp, resolver: Callable[[Scope], Awaitable[DownloadTarget | None]]) -> ASGIApp:
-    """``app`` behind the middleware: in-memory scheduler, tickets on, its tick loop in
-    the lifespan."""
-    scheduler = InMemoryDownloadScheduler(benchmark_settings(), ticket_keys=[generate_key()])
-    return DownloadSchedulerMiddleware(app, scheduler=scheduler, resolver=resolver)
-
-
-def _root(root: Path | None) -> Path:
-    if root is not None:
-        return root
-    if not os.environ.get(ROOT_VARIABLE):
-        raise RuntimeError(f"{ROOT_VARIABLE} must name the directory of the served files")
-    return Path(os.environ[ROOT_VARIABLE])
-
-
-def bare_app(root: Path | None = None) -> ASGIApp:
-    """The file server alone (uvicorn's factory: files from ``$ARKVORY_BENCH_ROOT``)."""
-    return _FileHost(_root(root)).app
-
-
-def wrapped_app(root: Path | None = None) -> ASGIApp:
-    """The file server behind the middleware."""
-    files = _FileHost(_root(root))
-    return _wrap(files.app, files.target)

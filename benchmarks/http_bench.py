@@ -1,19 +1,13 @@
-"""What ``DownloadSchedulerMiddleware`` costs a real server: the host bare and wrapped.
+"""What ``DownloadSchedulerMiddleware`` costs a real server, bare and wrapped:
+``python -m benchmarks.http_bench`` (``make bench-http``; needs ``wrk`` unless
+``--no-http``).
 
-Run with ``python -m benchmarks.http_bench`` (``make bench-http``); needs ``wrk`` on
-``PATH`` (Debian/Ubuntu: ``apt-get install wrk``) unless ``--no-http``.
-
-1. In process, without a network: the in-memory host of ``_http_apps`` is called
-   directly with a fake ``receive`` and ``send``, bare and wrapped, in alternating
-   batches; the fastest batch of each is the middleware's own cost per request (other
-   processes can only ever add time to a batch).
-2. Over loopback: uvicorn serving the file server of ``_http_apps``, bare and behind the
-   middleware, each loaded by one wrk run per workload after a warm-up; with two CPUs
-   the servers run on one and wrk on the other (``taskset``).
-
-One run of each is what a user sees, not a verdict to a tenth of a point: on this shared
-machine two runs of the same server differ by several per cent. The middleware's own
-work is counted without that noise by ``http_instructions`` (ADR 0014).
+In process, the in-memory host of ``_http_apps`` is called with a fake ``receive`` and
+``send`` in alternating batches; the fastest batch of each is the middleware's own cost
+(other processes can only add time to a batch). Over loopback, uvicorn serves the file
+server bare and wrapped, each loaded by one wrk run per workload after a warm-up, servers
+and wrk on different CPUs. One run of each is what a user sees, not a verdict to a tenth
+of a point: ``http_instructions`` counts the middleware's work without the noise.
 """
 
 from __future__ import annotations
@@ -21,11 +15,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import datetime
 import http.client
+import importlib.util
 import json
 import os
-import platform
 import shlex
 import shutil
 import socket
@@ -35,38 +28,34 @@ import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any, Final
 
 from benchmarks._http_apps import (
     LARGE_OBJECT,
     LARGE_PATH,
+    ROOT_VARIABLE,
     SMALL_OBJECT,
     SMALL_PATH,
     ASGIApp,
     Scope,
     bare_memory_app,
-    default_http,
     expected_bytes,
-    server_environment,
     wrapped_memory_app,
     write_files,
 )
-from benchmarks._machine import cpu_count, cpu_model, load_average
-from benchmarks._report import RESULTS_PATH, package_version, write_section
-
-__all__ = ["RANGE_HEADER", "WORKLOADS", "Workload", "in_process", "main", "server"]
+from benchmarks._machine import cpu_count, load_average
+from benchmarks._report import header, write_section
 
 MIB: Final = 1024 * 1024
 HOST: Final = "127.0.0.1"
 PROJECT_ROOT: Final = Path(__file__).resolve().parent.parent
-SECTION_HEADING: Final = "## HTTP middleware"
+HEADING: Final = "## HTTP middleware"
 DURATION_S: Final = 10
 WARMUP_S: Final = 2
-READY_TIMEOUT_S: Final = 20.0
 BATCHES: Final = 9
 RANGE_HEADER: Final = f"bytes=0-{8 * MIB - 1}"
-DOWNLOAD_ID: Final = "http-bench-session-1"
 
 # The wrk Lua hook: one machine-readable line with the totals and percentiles (µs).
 WRK_SCRIPT: Final = """\
@@ -117,7 +106,7 @@ WORKLOADS: Final = (
         path=LARGE_PATH,
         memory_path=LARGE_OBJECT,
         connections=8,
-        headers=(("Range", RANGE_HEADER), ("Arkvory-Download-Id", DOWNLOAD_ID)),
+        headers=(("Range", RANGE_HEADER), ("Arkvory-Download-Id", "http-bench-session-1")),
         body_size=8 * MIB,
         status=206,
         target_loss=0.02,
@@ -125,6 +114,11 @@ WORKLOADS: Final = (
         by_bytes=True,
     ),
 )
+
+
+def default_http() -> str:
+    """The HTTP implementation uvicorn picks: ``httptools`` when installed, else ``h11``."""
+    return "httptools" if importlib.util.find_spec("httptools") is not None else "h11"
 
 
 # ====================================================================== in process
@@ -183,13 +177,6 @@ def in_process(workload: Workload) -> tuple[float, float]:
 
 
 # ====================================================================== servers
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((HOST, 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 def fetch(
     port: int, path: str, headers: Sequence[tuple[str, str]]
 ) -> tuple[int, dict[str, str], bytes]:
@@ -203,34 +190,23 @@ def fetch(
         connection.close()
 
 
-def cpus() -> tuple[list[str], list[str]]:
-    """``taskset`` prefixes of the servers (the last CPU) and of wrk (the first), so the
-    load generator never competes with the server it measures; none on one CPU."""
-    if shutil.which("taskset") is None or cpu_count() < 2:
-        return [], []
-    allowed = sorted(os.sched_getaffinity(0))
-    return ["taskset", "-c", str(allowed[-1])], ["taskset", "-c", str(allowed[0])]
-
-
 @contextlib.contextmanager
 def server(
-    app: str, root: Path, logs: Path, prefix: Sequence[str], ready_s: float = READY_TIMEOUT_S
+    app: str, root: Path, logs: Path, prefix: Sequence[str], ready_s: float = 20.0
 ) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
     """A uvicorn process serving ``app`` on a free port (under ``prefix``: ``taskset`` or
-    valgrind), answering before it is used; stopped however the block ends."""
-    port = free_port()
-    command = [
-        *prefix,
-        sys.executable,
-        "-m",
-        "uvicorn",
-        "--factory",
-        f"benchmarks._http_apps:{app}_app",
-    ]
-    command += ["--port", str(port), "--loop", "asyncio", "--lifespan", "on", "--no-access-log"]
-    command += ["--log-level", "warning"]
+    valgrind), answering before it is used; stopped however the block ends. Its path
+    starts with this tree's ``src``, so a run from a second worktree measures its own
+    code, not the checkout the editable install names."""
+    with socket.socket() as sock:
+        sock.bind((HOST, 0))
+        port: int = sock.getsockname()[1]
+    command = [*prefix, sys.executable, "-m", "uvicorn", "--factory"]
+    command += [f"benchmarks._http_apps:{app}_app", "--port", str(port), "--loop", "asyncio"]
+    command += ["--lifespan", "on", "--no-access-log", "--log-level", "warning"]
+    path = os.pathsep.join((str(PROJECT_ROOT / "src"), str(PROJECT_ROOT)))
+    environment = {**os.environ, "PYTHONPATH": path, ROOT_VARIABLE: str(root)}
     log = (logs / f"{app}-{port}.log").open("wb")
-    environment = server_environment(root)
     process = subprocess.Popen(
         command, cwd=PROJECT_ROOT, stdout=log, stderr=subprocess.STDOUT, env=environment
     )
@@ -259,13 +235,12 @@ def check(port: int, wrapped: bool, workload: Workload) -> None:
     request also makes the download session active, so every range wrk sends is a
     further range of an active session."""
     status, headers, body = fetch(port, workload.path, workload.headers)
-    problems = []
     if status != workload.status or body != expected_bytes(0, workload.body_size):
-        problems.append(f"status {status} with {len(body):,} bytes")
+        raise RuntimeError(f"{workload.path}: status {status} with {len(body):,} bytes")
     if wrapped != ("arkvory-download-class" in headers):
-        problems.append("Arkvory-Download-Class " + ("missing" if wrapped else "set"))
-    if problems:
-        raise RuntimeError(f"{workload.path}: " + "; ".join(problems))
+        raise RuntimeError(
+            f"{workload.path}: Arkvory-Download-Class {'missing' if wrapped else 'set'}"
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -303,11 +278,20 @@ def wrk(command: Sequence[str], pid: int, workload: Workload) -> WrkRun:
 
 
 def over_http(scratch: Path) -> dict[str, dict[str, WrkRun]]:
-    """Per workload, one wrk run against each server, bare first, after a warm-up."""
+    """Per workload, one wrk run against each server, bare first, after a warm-up. With
+    two CPUs the servers run on the last and wrk on the first, so the load generator never
+    competes with the server it measures."""
     root, script = scratch / "files", scratch / "report.lua"
     write_files(root)
     script.write_text(WRK_SCRIPT, encoding="utf-8")
-    server_cpu, wrk_cpu = cpus()
+    server_cpu: list[str] = []
+    wrk_cpu: list[str] = []
+    if cpu_count() >= 2:
+        allowed = sorted(os.sched_getaffinity(0))
+        server_cpu, wrk_cpu = (
+            ["taskset", "-c", str(allowed[-1])],
+            ["taskset", "-c", str(allowed[0])],
+        )
     runs: dict[str, dict[str, WrkRun]] = {}
     for workload in WORKLOADS:
         runs[workload.key] = {}
@@ -327,17 +311,19 @@ def over_http(scratch: Path) -> dict[str, dict[str, WrkRun]]:
 
 # ====================================================================== report
 def render(
-    argv: Sequence[str], costs: dict[str, tuple[float, float]], runs: dict[str, dict[str, WrkRun]]
+    argv: Sequence[str],
+    costs: dict[str, tuple[float, float]],
+    runs: dict[str, dict[str, WrkRun]],
+    load_before: str,
 ) -> str:
-    now = datetime.datetime.now(datetime.UTC)
+    software = (
+        f"uvicorn {version('uvicorn')} ({default_http()}), Starlette {version('starlette')}; "
+        "servers and wrk on separate CPUs when there are two"
+    )
     lines = [
-        SECTION_HEADING,
+        HEADING,
         "",
-        f"- Command: `{shlex.join(['python', '-m', 'benchmarks.http_bench', *argv])}`",
-        f"- Machine: {cpu_count()} CPUs, {cpu_model()}; CPython {platform.python_version()}, "
-        f"uvicorn {package_version('uvicorn')} ({default_http()}), Starlette "
-        f"{package_version('starlette')}; servers and wrk on separate CPUs when there are two",
-        f"- Date: {now:%Y-%m-%d %H:%M} UTC; load average {load_average()} at the end",
+        *header("http_bench", argv, software, load_before),
         "",
         f"In process (in-memory host, fastest of {BATCHES} alternating batches, µs per request):",
         "",
@@ -357,11 +343,8 @@ def render(
             "| p50 / p99 wrapped | server CPU per response, bare / wrapped | errors |",
             "| --- | ---: | ---: | ---: | --- | --- | --- | --- | ---: |",
         ]
-    for workload in WORKLOADS:
-        pair = runs.get(workload.key)
-        if pair is None:
-            continue
-        bare, wrapped = pair["bare"], pair["wrapped"]
+    for workload in WORKLOADS if runs else ():
+        bare, wrapped = runs[workload.key]["bare"], runs[workload.key]["wrapped"]
         kept = wrapped.responses / bare.responses
         within = "within" if kept >= 1 - workload.target_loss else "**outside**"
         lines.append(
@@ -375,27 +358,25 @@ def render(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m benchmarks.http_bench",
-        description="The middleware's cost: in process, and one wrk run of each server.",
-    )
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.http_bench")
     parser.add_argument(
         "--no-http", action="store_true", help="only the in-process part, printed, not written"
     )
-    args_list = list(sys.argv[1:] if argv is None else argv)
-    args = parser.parse_args(args_list)
-    if not args.no_http and shutil.which("wrk") is None:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    no_http = parser.parse_args(argv).no_http
+    if not no_http and shutil.which("wrk") is None:
         print("wrk is not on PATH: apt-get install wrk, or --no-http", file=sys.stderr)
         return 2
+    load_before = load_average()
     costs = {w.key: in_process(w) for w in WORKLOADS}
     runs: dict[str, dict[str, WrkRun]] = {}
-    if not args.no_http:
+    if not no_http:
         with tempfile.TemporaryDirectory(prefix="arkvory-http-bench-") as scratch:
             runs = over_http(Path(scratch))
-    section = render(args_list, costs, runs)
+    section = render(argv, costs, runs, load_before)
     print(section)
-    if not args.no_http:
-        write_section(RESULTS_PATH, SECTION_HEADING, section)
+    if not no_http:
+        write_section(section)
     errors = sum(run.errors for pair in runs.values() for run in pair.values())
     return 1 if errors else 0
 

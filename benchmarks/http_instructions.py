@@ -1,29 +1,18 @@
-"""Instructions a real uvicorn server executes per response, bare and with the middleware.
+"""Instructions a real uvicorn server executes per response, bare and with the middleware:
+``python -m benchmarks.http_instructions`` (``make bench-instructions``; needs valgrind and
+curl).
 
-On a shared 2-CPU machine two wall-clock runs of the same server differ by several per
-cent, more than the 2 % a middleware may cost an 8 MiB range (ADR 0014). This counts
-instead of timing: each server runs under valgrind's callgrind, which counts the
-instructions the process executes (every thread, the interpreter, libraries and all),
-and curl downloads a fixed number of responses from it over loopback. The count is the
-same whatever else the machine does, so bare and wrapped compare to a few tenths of a
-per cent. What a count leaves out is time in the kernel and what cache misses and
-context switches cost; ``http_bench`` shows those in one wall-clock run of each.
-
-Timers run in wall-clock time, and under valgrind a response takes about fifty times
-longer, so everything periodic (uvicorn's 0.1 s housekeeping, the middleware's 500 ms
-tick) would be counted fifty times too often per response. Each server is therefore
-also counted idle for a few seconds, and that rate times the load's duration is taken
-off the load's count. The tick loop's own cost at real speed is reported beside.
-
-Run: ``python -m benchmarks.http_instructions`` (``make bench-instructions``); needs
-valgrind and curl. About five minutes on two CPUs; ``--repeats 1`` halves it.
+Two wall-clock runs of one server on this shared machine differ by more than the 2 % a
+middleware may cost an 8 MiB range (ADR 0014), so this counts instead: each server of
+``http_bench`` runs under callgrind (every thread, the interpreter and its libraries) and
+curl downloads a fixed number of responses. Under valgrind a response takes about fifty
+times longer, so timers (uvicorn's housekeeping, the middleware's tick) would count fifty
+times too often: each server is also counted idle, and that rate times the load's
+duration is taken off the load's count.
 """
 
 from __future__ import annotations
 
-import argparse
-import datetime as dt
-import platform
 import shutil
 import subprocess
 import sys
@@ -32,25 +21,23 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from importlib.metadata import version
 from pathlib import Path
+from statistics import median
 from typing import Final
 
-from benchmarks._http_apps import default_http, write_files
-from benchmarks._machine import cpu_count, cpu_model, load_average
-from benchmarks._report import RESULTS_PATH, median, package_version, write_section
-from benchmarks.http_bench import HOST, RANGE_HEADER, WORKLOADS, Workload, server
-
-__all__ = ["Count", "main", "measure"]
+from benchmarks._http_apps import write_files
+from benchmarks._machine import load_average
+from benchmarks._report import header, write_section
+from benchmarks.http_bench import HOST, RANGE_HEADER, WORKLOADS, Workload, default_http, server
 
 HEADING: Final = "## HTTP middleware, instructions per response (callgrind)"
 APPS: Final = ("bare", "wrapped")
+REPEATS: Final = 2  # servers per app and workload
 IDLE_SECONDS: Final = 8.0
-READY_TIMEOUT_S: Final = 300.0  # the interpreter starts slowly under valgrind
 TICKS_PER_SECOND: Final = 2.0  # the middleware's tick loop at its base interval
-
-
-# How many responses of each workload are counted, after a warm-up that also starts the
-# wrapped server's download session.
+# Responses counted per workload, after a warm-up that also starts the wrapped server's
+# download session.
 WARMUP: Final = {"session": 4, "small": 50}
 REQUESTS: Final = {"session": 24, "small": 400}
 
@@ -78,19 +65,14 @@ class Count:
 
 
 def _control(command: str, pid: int) -> None:
-    subprocess.run(
-        ["callgrind_control", command, str(pid)],
-        check=True,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    subprocess.run(["callgrind_control", command, str(pid)], check=True, capture_output=True)
 
 
-def _dumped_instructions(pattern_dir: Path, prefix: str, before: set[Path]) -> int:
+def _dumped_instructions(scratch: Path, prefix: str, before: set[Path]) -> int:
     """The instruction total of the dump callgrind wrote after ``before`` was listed."""
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        new = sorted(set(pattern_dir.glob(prefix + "*")) - before)
+        new = sorted(set(scratch.glob(prefix + "*")) - before)
         for path in new:
             for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
                 if line.startswith("summary:"):
@@ -122,7 +104,8 @@ def measure(app: str, workload: Workload, root: Path, scratch: Path) -> Count:
     """Start ``app`` under callgrind, warm it up, count it idle, then under load."""
     prefix = f"callgrind-{app}-{workload.key}-{time.monotonic_ns()}"
     valgrind = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={scratch / prefix}.%p"]
-    with server(app, root, scratch, valgrind, READY_TIMEOUT_S) as (process, port):
+    # The interpreter starts slowly under valgrind.
+    with server(app, root, scratch, valgrind, ready_s=300.0) as (process, port):
         _curl(port, workload, WARMUP[workload.key], scratch)  # the wrapped session starts here
 
         def counted(action: Callable[[], None]) -> tuple[int, float]:
@@ -139,21 +122,19 @@ def measure(app: str, workload: Workload, root: Path, scratch: Path) -> Count:
     return Count(app, workload, load, load_seconds, idle, idle_seconds)
 
 
-def render(counts: Sequence[Count], repeats: int, started: dt.datetime) -> str:
+def render(counts: Sequence[Count], load_before: str) -> str:
+    valgrind = subprocess.run(["valgrind", "--version"], capture_output=True, text=True, check=True)
+    software = f"uvicorn {version('uvicorn')} ({default_http()}), {valgrind.stdout.strip()}"
     lines = [
         HEADING,
         "",
-        f"Run {started:%Y-%m-%d %H:%M} UTC on {cpu_model()} ({cpu_count()} CPUs, "
-        f"load average {load_average()}), Python {platform.python_version()}, "
-        f"uvicorn {package_version('uvicorn')} ({default_http()}), "
-        f"{_valgrind_version()}. Command: `python -m benchmarks.http_instructions"
-        f"{'' if repeats == 2 else f' --repeats {repeats}'}` (`make bench-instructions`).",
+        *header("http_instructions", [], software, load_before),
         "",
         "Each server runs under callgrind; curl downloads the responses on one keep-alive "
         "connection (every status and size checked). Instructions per response are the "
         f"load's count less the server's idle rate (counted for {IDLE_SECONDS:g} s) times "
-        "the load's duration; the median of the repeats. `wrapped` is the middleware on "
-        f"the in-memory scheduler with tickets; the range workload sends `Range: "
+        f"the load's duration; the median of {REPEATS} servers. `wrapped` is the middleware "
+        f"on the in-memory scheduler with tickets; the range workload sends `Range: "
         f"{RANGE_HEADER}` and a download id, so every range counted is a further range of "
         "the active session.",
         "",
@@ -185,38 +166,24 @@ def render(counts: Sequence[Count], repeats: int, started: dt.datetime) -> str:
         f"{TICKS_PER_SECOND:g} ticks a second whatever the load (taken off the load's count "
         "with the rest of the idle rate)."
     )
-    lines += ["", *summary, "", _LIMITS, ""]
-    return "\n".join(lines)
-
-
-_LIMITS: Final = (
-    "A count is work, not time: kernel time and what cache misses and context switches "
-    'cost are not in it (the wall-clock run, section "HTTP middleware", shows them).'
-)
-
-
-def _valgrind_version() -> str:
-    done = subprocess.run(["valgrind", "--version"], capture_output=True, text=True, check=False)
-    return done.stdout.strip() or "valgrind"
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m benchmarks.http_instructions",
-        description="Instructions per response of uvicorn with and without the middleware.",
+    limits = (
+        "A count is work, not time: kernel time and what cache misses and context switches "
+        'cost are not in it (the wall-clock run, section "HTTP middleware", shows them).'
     )
-    parser.add_argument("--repeats", type=int, default=2, help="servers per app and workload")
-    args = parser.parse_args(argv)
+    return "\n".join([*lines, "", *summary, "", limits, ""])
+
+
+def main() -> int:
     missing = [tool for tool in ("valgrind", "callgrind_control", "curl") if not shutil.which(tool)]
-    if missing or args.repeats < 1:
-        print(f"needs {', '.join(missing)} on PATH and --repeats ≥ 1", file=sys.stderr)
+    if missing:
+        print(f"needs {', '.join(missing)} on PATH", file=sys.stderr)
         return 2
-    started = dt.datetime.now(dt.UTC)
+    load_before = load_average()
     with tempfile.TemporaryDirectory(prefix="arkvory-callgrind-") as scratch_name:
         scratch = Path(scratch_name)
         root = scratch / "files"
         write_files(root)
-        jobs = [(app, w) for _ in range(args.repeats) for w in WORKLOADS for app in APPS]
+        jobs = [(app, w) for _ in range(REPEATS) for w in WORKLOADS for app in APPS]
         # Two servers at a time: a count does not depend on what else the machine runs.
         with ThreadPoolExecutor(max_workers=2) as pool:
             counts = list(pool.map(lambda job: measure(job[0], job[1], root, scratch), jobs))
@@ -227,10 +194,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"idle {count.idle_rate:,.0f}/s)",
             flush=True,
         )
-    section = render(counts, args.repeats, started)
+    section = render(counts, load_before)
     print(section)
-    write_section(RESULTS_PATH, HEADING, section)
-    print(f"written to {RESULTS_PATH}")
+    write_section(section)
     return 0
 
 

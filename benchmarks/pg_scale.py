@@ -1,39 +1,32 @@
 """The shared queue at 65,536 and 1,048,576 waiting: ``PostgresScheduler`` beside
-``InMemoryDownloadScheduler`` in the same run.
+``InMemoryDownloadScheduler`` in the same run, because absolute times on a shared machine
+move with its load (``make bench-pg``, ``make bench-pg-million``; benchmarks/README.md).
 
-Run with ``python -m benchmarks.pg_scale`` (65,536 waiting, ``make bench-pg``) or
-``--sizes 65536,1048576`` (``make bench-pg-million``, about three minutes on two CPUs);
-``benchmarks/README.md`` explains the workload. Needs a PostgreSQL server
-(``$ARKVORY_TEST_DATABASE_URL``, default ``postgresql://postgres@127.0.0.1:5432/test``).
-
-Each size fills both stores with the same waiting downloads behind 16 slot holders
-(``_scale_queue``), then one process runs the same clients against each: polls at the
-first, middle and last position, newcomers, range admissions of an active download,
-and ticks, a slot freeing before each and the head of the queue claiming it after. On
-PostgreSQL this process is the fleet's only node, so it leads and its timed ticks are the
-leader's. Every figure stands beside the in-memory store's, measured minutes apart on
-the same machine, because absolute times on a shared machine move with its load. How
-many statements a call sends is asserted by ``tests/postgres/test_one_round_trip.py``.
+The waiting downloads, in arrival order, belong to up to 1,000 CI principals taking
+turns, all of class ``release``; a principal's k-th download gets round-robin turn k, so
+download ``index`` waits at position ``index + 1``. Everything is a function of the index:
+nothing is kept per download outside the stores. PostgreSQL is filled with one ``COPY``
+of the rows ``admit_session`` writes, the in-memory store through ``admit``.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import datetime
 import gc
 import itertools
+import math
 import os
-import platform
+import re
 import secrets
-import shlex
 import signal
 import sys
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from pathlib import Path
-from typing import Final
+from importlib.metadata import version
+from statistics import median
+from typing import Any, Final
 
 import asyncpg
 
@@ -42,46 +35,28 @@ from arkvory_sched import (
     ByteRange,
     Decision,
     Delivered,
+    DownloadClass,
     DownloadRequest,
     DownloadScheduler,
     InMemoryDownloadScheduler,
+    PrincipalKind,
     Queued,
+    SchedulerSettings,
     generate_key,
 )
+from arkvory_sched._session_keys import session_key
 from arkvory_sched.postgres import PostgresScheduler
+from arkvory_sched.postgres import _sql as sql
 from arkvory_sched.postgres._leader import PLACE_BUCKET
 from arkvory_sched.testing import FakeClock
-from benchmarks._machine import cpu_count, cpu_model, load_average
-from benchmarks._report import (
-    RESULTS_PATH,
-    format_ms,
-    format_ratio,
-    median,
-    package_version,
-    quantile,
-    ratio,
-    verdict,
-    write_section,
-)
-from benchmarks._scale_queue import (
-    RANGE_BYTES,
-    SESSIONS,
-    ScaleWorkload,
-    fill_memory,
-    fill_postgres,
-    holder_request,
-    scale_settings,
-    waiting_for,
-)
-
-__all__ = ["main"]
+from benchmarks._machine import load_average
+from benchmarks._report import header, quantile, verdict, write_section
 
 DEFAULT_DSN: Final = "postgresql://postgres@127.0.0.1:5432/test"
 DSN_VARIABLE: Final = "ARKVORY_TEST_DATABASE_URL"
 STEP: Final = 0.5  # seconds between ticks, the production interval
 WARMUP: Final = 4  # calls (or ticks) of each kind before the measured ones
 FOLD_TIMEOUT_S: Final = 1_800.0
-SHOWN: Final = ("server_version", "shared_buffers", "synchronous_commit")
 POSITIONS: Final = ("first", "middle", "last")
 Step = Callable[[], Awaitable[None]]  # lets one tick interval pass
 # The goals, checked at the largest size of the run.
@@ -92,6 +67,22 @@ RANGE_GOAL: Final = 2.0  # range admission, PostgreSQL ÷ in memory (median)
 TICK_GOAL_MS: Final = 100.0
 NEWCOMER_GROWTH_GOAL: Final = 1.5  # newcomer p99 at the largest size ÷ at the smallest
 GROWTH_SHARE: Final = 0.1  # the tick grows by at most a tenth of the queue's growth
+
+MIB: Final = 1024 * 1024
+GIB: Final = 1024 * MIB
+QUEUE_LIMIT: Final = 1_048_576  # the largest queue_limit the settings accept
+HEADROOM: Final = 576  # places left for the slot holders and the newcomers
+SESSIONS: Final = 16  # slots: 15 for release, 1 reserved for interactive
+PRINCIPALS: Final = 1_000
+RANGE_BYTES: Final = MIB  # what an active download fetches per call
+HOLDER_BYTES: Final = 64 * GIB  # a slot holder's object: never done by itself
+RANK: Final = DownloadClass.RELEASE.rank
+SHARDS: Final = 16  # queue_admitted rows (migration 0004): first key byte modulo 16
+CHECK_PERIOD: Final = 300.0  # arrivals spread over 300 s; far-back waiters come back after it
+# The waiters' own polls (N/300 per second) are not replayed, so their no-show deadlines
+# are moved beyond the run.
+DEADLINE_HORIZON: Final = 3600.0
+GOLDEN: Final = 0.618_033_988_75  # spreads the last polls evenly over the period
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +97,198 @@ class Effort:
 
 FULL: Final = Effort(polls=100, newcomers=500, ranges=400, ticks=40)
 QUICK: Final = Effort(polls=15, newcomers=30, ranges=40, ticks=6)
+
+
+# ====================================================================== the queue
+def scale_settings() -> SchedulerSettings:
+    """The same settings for every size and both stores (ordered, tickets on)."""
+    return SchedulerSettings(sessions=SESSIONS, queue_limit=QUEUE_LIMIT, queue_per_principal=4_096)
+
+
+def waiting_for(size: int) -> int:
+    """The queue limit counts the slot holders and the newcomers too, so the largest
+    queue keeps ``HEADROOM`` places free."""
+    return min(size, QUEUE_LIMIT - HEADROOM)
+
+
+@dataclass(frozen=True, slots=True)
+class ScaleWorkload:
+    """Download ``index`` -> its principal, round-robin turn and request."""
+
+    waiting: int
+
+    @property
+    def principals(self) -> int:
+        return min(PRINCIPALS, self.waiting)
+
+    def principal(self, index: int) -> str:
+        return f"ci-{index % self.principals}"
+
+    def turn(self, index: int) -> int:
+        """The principal's k-th download (k = 1, 2, …), newcomers continuing the count."""
+        return index // self.principals + 1
+
+    def request(self, index: int) -> DownloadRequest:
+        size = GIB + (index * 2_654_435_761) % (3 * GIB)  # 1 to 4 GiB, hashed
+        return DownloadRequest(
+            principal=self.principal(index),
+            principal_kind=PrincipalKind.SERVICE,
+            object_id=f"artifact-{index % 8192}",
+            object_size=size,
+            byte_range=ByteRange(0, RANGE_BYTES),
+            download_id=f"dl-{index:x}",
+        )
+
+    def principal_counts(self) -> Iterator[tuple[str, int]]:
+        """(principal, its waiting downloads); a principal's last turn is its count."""
+        whole, rest = divmod(self.waiting, self.principals)
+        for number in range(self.principals):
+            yield f"ci-{number}", whole + (number < rest)
+
+
+def holder_request(number: int) -> DownloadRequest:
+    """A slot holder, admitted on the empty queue: ``number`` 0 is interactive (the
+    reserved slot), the others release; each downloads a 64 GiB object of its own."""
+    return DownloadRequest(
+        principal=f"holder-{number}",
+        principal_kind=PrincipalKind.PERSON if number == 0 else PrincipalKind.SERVICE,
+        object_id=f"holder-object-{number}",
+        object_size=HOLDER_BYTES,
+        byte_range=ByteRange(0, RANGE_BYTES),
+        download_id=f"holder-{number}",
+    )
+
+
+# The columns INSERT_SESSION writes, read from the statement so that a column the
+# admission starts to write cannot be missing from the fill; then those of the first
+# poll's estimate (R-EST-4).
+_INSERTED = re.search(r"INSERT INTO download_session \(([^)]*)\)", sql.INSERT_SESSION)
+assert _INSERTED is not None
+SESSION_COLUMNS: Final = (
+    *(name.strip() for name in _INSERTED[1].split(",")),
+    "first_estimate",
+    "first_estimate_at",
+)
+
+
+def session_row(
+    workload: ScaleWorkload, index: int, now: float, virtual_time: int, wall_offset: float
+) -> tuple[Any, ...]:
+    """``download_session``'s row of waiting download ``index`` (``SESSION_COLUMNS``).
+
+    Arrivals are spread evenly over the 300 s before queue time ``now``; the last poll
+    of each, spread over the same 300 s (never before its arrival), told it to come back
+    300 s later. The order key is the turn after the class's round ``virtual_time``;
+    ``wall_offset`` is wall time minus queue time (a ticket's arrival is wall time).
+    """
+    request = workload.request(index)
+    arrival = now - CHECK_PERIOD + CHECK_PERIOD * index / workload.waiting
+    polled = max(arrival, now - CHECK_PERIOD * ((index * GOLDEN) % 1.0))
+    check_at = polled + CHECK_PERIOD
+    key = session_key(
+        request.principal, request.object_id, request.download_id, request.client_address
+    )
+    order_key = float(virtual_time + workload.turn(index))
+    wall_ms = math.floor((arrival + wall_offset) * 1000)
+    return (
+        *(key, request.principal, RANK, RANK, True, request.object_size, 0),
+        *(arrival, wall_ms, order_key, arrival, None, arrival, check_at),
+        check_at + CHECK_PERIOD + DEADLINE_HORIZON,  # no_show_at
+        polled,  # last_activity
+        now + DEADLINE_HORIZON,  # first_estimate
+        polled,  # first_estimate_at: its one poll made the first estimate
+    )
+
+
+async def fill_postgres(conn: asyncpg.Connection, workload: ScaleWorkload) -> None:
+    """Write the waiting downloads and the counts an admission keeps (``principal_round``,
+    ``principal_load``, the ``queue_admitted`` shards) in one transaction, then do what
+    autovacuum does soon after a bulk insert. The fill's principals must be new to the
+    queue: one that already had turns would take later ones, so a clash fails the fill
+    (unique violation) rather than write a wrong order."""
+    shards = [0] * SHARDS
+
+    def rows(now: float, virtual_time: int) -> Iterator[tuple[Any, ...]]:
+        """One row at a time, as ``COPY`` asks (a million at once would take a GiB)."""
+        offset = time.time() - now
+        for index in range(workload.waiting):
+            row = session_row(workload, index, now, virtual_time, offset)
+            shards[row[0][0] % SHARDS] += 1
+            yield row
+
+    async with conn.transaction():
+        now = float(await conn.fetchval("SELECT extract(epoch FROM clock_timestamp())::float8"))
+        virtual_time = int(
+            await conn.fetchval("SELECT virtual_time FROM class_state WHERE queue_rank = $1", RANK)
+        )
+        await conn.copy_records_to_table(
+            "download_session", records=rows(now, virtual_time), columns=list(SESSION_COLUMNS)
+        )
+        await conn.copy_records_to_table(
+            "principal_round",
+            records=((RANK, who, virtual_time + n) for who, n in workload.principal_counts()),
+            columns=["queue_rank", "principal", "last_tag"],
+        )
+        await conn.copy_records_to_table(
+            "principal_load", records=workload.principal_counts(), columns=["principal", "sessions"]
+        )
+        await conn.execute(
+            "UPDATE queue_admitted AS a SET sessions = a.sessions + f.added "
+            "FROM unnest($1::smallint[], $2::bigint[]) AS f(shard, added) WHERE a.shard = f.shard",
+            list(range(SHARDS)),
+            shards,
+        )
+    await conn.execute(
+        "VACUUM (ANALYZE) download_session, principal_round, principal_load, queue_admitted"
+    )
+    await check_fill(conn, workload)
+
+
+async def check_fill(conn: asyncpg.Connection, workload: ScaleWorkload) -> None:
+    """Fail unless the store's counts and turns agree with the rows: the waiting count,
+    the fleet's session count (``queue_admitted`` − gone), every principal's count
+    (``principal_load`` − gone) and every waiter's turn within its principal's."""
+    waiting = await conn.fetchval("SELECT count(*) FROM download_session WHERE state = 0")
+    sessions = await conn.fetchval("SELECT count(*) FROM download_session")
+    counted = await conn.fetchval("SELECT queue_admitted_total() - queue_gone()")
+    wrong_loads = await conn.fetchval(
+        "WITH held AS (SELECT principal, count(*) AS n FROM download_session GROUP BY principal) "
+        "SELECT count(*) FROM principal_load AS l FULL JOIN held AS h USING (principal) "
+        "WHERE coalesce(l.sessions, 0) - principal_gone(principal) <> coalesce(h.n, 0)"
+    )
+    beyond_turns = await conn.fetchval(
+        "SELECT count(*) FROM download_session AS d LEFT JOIN principal_round AS r "
+        "ON r.queue_rank = d.queue_rank AND r.principal = d.principal "
+        "WHERE d.state = 0 AND (r.last_tag IS NULL OR d.order_key > r.last_tag)"
+    )
+    problems = []
+    if waiting < workload.waiting:
+        problems.append(f"{waiting:,} waiting, {workload.waiting:,} written")
+    if counted != sessions:
+        problems.append(f"the fleet's count says {counted:,} sessions, the table {sessions:,}")
+    if wrong_loads:
+        problems.append(f"{wrong_loads:,} principals counted wrong in principal_load")
+    if beyond_turns:
+        problems.append(f"{beyond_turns:,} waiters beyond their principal's last turn")
+    if problems:
+        raise RuntimeError("the filled queue is inconsistent: " + "; ".join(problems))
+
+
+async def fill_memory(
+    scheduler: InMemoryDownloadScheduler, clock: FakeClock, workload: ScaleWorkload
+) -> None:
+    """The same downloads through ``admit``, arriving over 300 s of ``clock`` in index
+    order, then each polling once (no tick meanwhile, so nobody expires in between)."""
+    gap = CHECK_PERIOD / workload.waiting
+    for index in range(workload.waiting):
+        clock.advance(gap)
+        decision = await scheduler.admit(workload.request(index))
+        if not isinstance(decision, Queued):
+            raise RuntimeError(f"in-memory fill: download {index} answered {decision!r}")
+    for index in range(workload.waiting):
+        decision = await scheduler.admit(workload.request(index))
+        if not isinstance(decision, Queued) or decision.position is None:
+            raise RuntimeError(f"in-memory fill: the poll of {index} answered {decision!r}")
 
 
 @dataclass(slots=True)
@@ -343,15 +526,24 @@ class SizeRun:
     postgres: Figures
 
 
+def format_ms(value: float) -> str:
+    return f"{value * 1000:.1f} µs" if value < 0.1 else f"{value:.2f} ms"
+
+
+def format_ratio(value: float) -> str:
+    return f"{value:,.0f}×" if value >= 100 else f"{value:.2g}×" if value < 1 else f"{value:.1f}×"
+
+
 def _ms(values: Sequence[float], q: float = 0.5) -> float:
     return 1000 * (median(values) if q == 0.5 else quantile(values, q))
 
 
 def _row(figures: Figures) -> list[float]:
-    """The figures of one store's row of the size table, in milliseconds."""
+    """One store's row of the size table in milliseconds: poll p50 at each position, poll
+    p99 at each, then newcomer, range admission and tick, each p50 and p99."""
     return [
-        *(_ms(figures.polls.get(name, [])) for name in POSITIONS),
-        *(_ms(figures.polls.get(name, []), 0.99) for name in POSITIONS),
+        *(_ms(figures.polls[name]) for name in POSITIONS),
+        *(_ms(figures.polls[name], 0.99) for name in POSITIONS),
         *(_ms(figures.newcomers, q) for q in (0.5, 0.99)),
         *(_ms(figures.ranges, q) for q in (0.5, 0.99)),
         *(_ms(figures.ticks, q) for q in (0.5, 0.99)),
@@ -363,7 +555,7 @@ def goal_rows(sizes: Sequence[SizeRun]) -> list[str]:
     where = f"at {top.waiting:,} waiting"
     pg, memory = _row(top.postgres), _row(top.memory)
     p50s, p99s = pg[0:3], pg[3:6]
-    spread, ranges = ratio(p50s[-1], p50s[0]), ratio(pg[8], memory[8])
+    spread, ranges = p50s[-1] / p50s[0], pg[8] / memory[8]
     rows = [
         "| goal | measured | result |",
         "| --- | --- | --- |",
@@ -380,7 +572,7 @@ def goal_rows(sizes: Sequence[SizeRun]) -> list[str]:
     ]
     if top.waiting > low.waiting:
         low_pg = _row(low.postgres)
-        newcomer, growth = ratio(pg[7], low_pg[7]), ratio(pg[10], low_pg[10])
+        newcomer, growth = pg[7] / low_pg[7], pg[10] / low_pg[10]
         allowed = GROWTH_SHARE * top.waiting / low.waiting
         rows += [
             f"| newcomer p99 at {top.waiting:,} ≤ {NEWCOMER_GROWTH_GOAL:g}× at {low.waiting:,} "
@@ -399,7 +591,7 @@ def size_rows(sizes: Sequence[SizeRun]) -> list[str]:
     ]
     for size in sizes:
         pg, memory = _row(size.postgres), _row(size.memory)
-        quotient = [ratio(a, b) for a, b in zip(pg, memory, strict=True)]
+        quotient = [a / b for a, b in zip(pg, memory, strict=True)]
         for name, values in (("PostgreSQL", pg), ("in memory", memory), ("÷", quotient)):
             cells = [(format_ratio if name == "÷" else format_ms)(x) for x in values]
             shown = "PostgreSQL ÷ in memory" if name == "÷" else name
@@ -442,19 +634,14 @@ def heading(sizes: Sequence[int]) -> str:
 
 
 def render(
-    sizes: Sequence[SizeRun], effort: Effort, argv: Sequence[str], server: str, loads: str
+    sizes: Sequence[SizeRun], effort: Effort, argv: Sequence[str], server: str, load_before: str
 ) -> str:
-    now = datetime.datetime.now(datetime.UTC)
-    command = shlex.join(["python", "-m", "benchmarks.pg_scale", *argv])
     claims = ", ".join(f"{s.waiting:,}: {s.postgres.claims}" for s in sizes)
+    software = f"asyncpg {version('asyncpg')}; PostgreSQL {server} on the same machine"
     lines = [
         heading([size.waiting for size in sizes]),
         "",
-        f"- Command: `{command}`",
-        f"- Machine: {cpu_count()} CPUs, {cpu_model()}, {platform.system()} "
-        f"{platform.release()}; PostgreSQL {server} on the same machine; CPython "
-        f"{platform.python_version()}, asyncpg {package_version('asyncpg')}",
-        f"- Date: {now:%Y-%m-%d %H:%M} UTC; load average before / after: {loads}",
+        *header("pg_scale", argv, software, load_before),
         f"- Workload: 16 slots held, one class (release), 1,000 principals; per store "
         f"{effort.polls} polls per position, {effort.newcomers} newcomers, {effort.ranges} "
         f"range admissions, {effort.ticks} ticks 0.5 s apart, a slot freed before each (slots the "
@@ -473,20 +660,15 @@ def log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
-def parse_sizes(text: str) -> tuple[int, ...]:
-    try:
-        sizes = tuple(sorted({int(part.replace("_", "")) for part in text.split(",") if part}))
-    except ValueError as error:
-        raise argparse.ArgumentTypeError(f"sizes are whole numbers: {error}") from error
-    if not sizes or any(size < 64 or size > 1_048_576 for size in sizes):
-        raise argparse.ArgumentTypeError("sizes are 64 to 1,048,576")
-    return sizes
+def parse_sizes(text: str) -> list[int]:
+    return sorted({int(part) for part in text.split(",")})
 
 
 async def server_version(dsn: str) -> str:
     connection = await asyncpg.connect(dsn, timeout=30)
     try:
-        found = [str(await connection.fetchval(f"SHOW {name}")) for name in SHOWN]
+        names = ("server_version", "shared_buffers", "synchronous_commit")
+        found = [str(await connection.fetchval(f"SHOW {name}")) for name in names]
     finally:
         await connection.close()
     return "{} (shared_buffers {}, synchronous_commit {})".format(*found)
@@ -508,20 +690,14 @@ async def run(dsn: str, sizes: Sequence[int], effort: Effort) -> list[SizeRun]:
 def main(argv: Sequence[str] | None = None) -> int:
     # A run stopped with SIGTERM unwinds through the stores, so its schema is dropped.
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
-    parser = argparse.ArgumentParser(
-        prog="python -m benchmarks.pg_scale",
-        description="The PostgreSQL queue at 65,536 and 1,048,576 waiting, beside memory.",
-    )
-    parser.add_argument("--dsn", help=f"database (default ${DSN_VARIABLE} or {DEFAULT_DSN})")
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.pg_scale")
     parser.add_argument(
-        "--sizes", type=parse_sizes, default=(65_536,), help="waiting, comma-separated"
+        "--sizes", type=parse_sizes, default=[65_536], help="waiting, comma-separated"
     )
     parser.add_argument("--quick", action="store_true", help="few calls, print only")
-    parser.add_argument("--output", type=Path, help="markdown file to update")
-    args_list = list(sys.argv[1:] if argv is None else argv)
-    args = parser.parse_args(args_list)
-    dsn: str = args.dsn or os.environ.get(DSN_VARIABLE) or DEFAULT_DSN
-    output: Path | None = args.output or (None if args.quick else RESULTS_PATH)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = parser.parse_args(argv)
+    dsn = os.environ.get(DSN_VARIABLE) or DEFAULT_DSN
     effort = QUICK if args.quick else FULL
     try:
         server = asyncio.run(server_version(dsn))
@@ -530,11 +706,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     load_before = load_average()
     sizes = asyncio.run(run(dsn, args.sizes, effort))
-    section = render(sizes, effort, args_list, server, f"{load_before}; {load_average()}")
+    section = render(sizes, effort, argv, server, load_before)
     print(section)
-    if output is not None:
-        write_section(output, heading([size.waiting for size in sizes]), section)
-        log(f"written to {output}")
+    if not args.quick:
+        write_section(section)
     found = problems(sizes)
     for problem in found:
         log(f"problem: {problem}")

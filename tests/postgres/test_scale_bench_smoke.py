@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import signal
-from pathlib import Path
 
 import asyncpg
-from benchmarks.pg_scale import heading, main
+import pytest
+from benchmarks.pg_scale import DSN_VARIABLE, heading, main
 
 from tests.pg import require_database
 
@@ -28,21 +28,21 @@ async def _leftover_schemas(url: str) -> list[str]:
     return [row[0] for row in rows]
 
 
-def test_the_scale_benchmark_runs_at_a_tiny_size_and_writes_its_section(tmp_path: Path) -> None:
+def test_the_scale_benchmark_runs_at_a_tiny_size_and_prints_its_section(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     url = require_database()
+    monkeypatch.setenv(DSN_VARIABLE, url)
     before = asyncio.run(_leftover_schemas(url))
-    output = tmp_path / "RESULTS.md"
-    output.write_text("# Benchmark results\n\n## Another benchmark\n\nkept\n", encoding="utf-8")
     previous = signal.getsignal(signal.SIGTERM)
     try:
-        status = main(["--dsn", url, "--sizes", "512", "--quick", "--output", str(output)])
+        status = main(["--sizes", "512", "--quick"])
     finally:
         signal.signal(signal.SIGTERM, previous)
     # 0: every answer of the expected kind, every measured tick led, freed slots were
     # claimed, and the positions the stores must know exactly are right.
     assert status == 0
-    text = output.read_text(encoding="utf-8")
-    assert "## Another benchmark\n\nkept" in text
+    text = capsys.readouterr().out
     section = text[text.index(heading([512])) :]
     assert "| 512 | PostgreSQL ÷ in memory |" in section
     assert "leader's tick after a slot frees" in section

@@ -10,26 +10,24 @@ from __future__ import annotations
 import math
 
 import pytest
-from benchmarks._scale_queue import (
+from benchmarks.pg_scale import (
     CHECK_PERIOD,
     DEADLINE_HORIZON,
+    FULL,
     QUEUE_LIMIT,
     SESSION_COLUMNS,
-    ScaleWorkload,
-    fill_memory,
-    scale_settings,
-    session_row,
-    waiting_for,
-)
-from benchmarks.pg_scale import (
-    FULL,
     Clients,
     Figures,
+    ScaleWorkload,
     SizeRun,
+    fill_memory,
     goal_rows,
     heading,
     problems,
     render,
+    scale_settings,
+    session_row,
+    waiting_for,
 )
 
 from arkvory_sched import InMemoryDownloadScheduler, Queued, generate_key
@@ -152,7 +150,7 @@ def test_problems_name_wrong_answers_wrong_positions_and_ticks_that_did_not_lead
 def test_the_section_puts_both_stores_and_their_ratio_side_by_side() -> None:
     sizes = [_size(65_536, 1.0, 30.0), _size(1_048_000, 1.2, 40.0)]
     assert heading([65_536]) == "## PostgreSQL queue length: 65,536 waiting"
-    text = render(sizes, FULL, ["--sizes", "65536,1048576"], "15", "0.1; 0.2")
+    text = render(sizes, FULL, ["--sizes", "65536,1048576"], "15", "0.1")
     assert text.startswith("## PostgreSQL queue length: 65,536 and 1,048,000 waiting\n")
     assert "| 65,536 | PostgreSQL | 1.00 ms / 1.00 ms / 1.00 ms |" in text
     assert "| 65,536 | in memory | 50.0 µs / 50.0 µs / 50.0 µs |" in text

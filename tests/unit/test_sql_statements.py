@@ -35,7 +35,7 @@ INDEX_MODULES = {"_sql.py": _sql, "_sql_tick.py": _sql_tick}
 # Statements kept for the tests and benchmarks that compare the one-round-trip functions
 # with the steps they reproduce (ADR 0011); the code itself no longer sends them.
 USED_OUTSIDE_SRC = {
-    "INSERT_SESSION": "benchmarks/_scale_queue.py",  # the columns its fill writes
+    "INSERT_SESSION": "benchmarks/pg_scale.py",  # the columns its fill writes
     "GLOBAL_PASS": "tests/postgres/test_one_round_trip.py",  # the last_grant_pass fragment
     "CLASS_PASSES": "tests/postgres/test_one_round_trip.py",  # the catch-up's result
 }
