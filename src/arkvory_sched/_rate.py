@@ -5,12 +5,11 @@ over the last minute falls whenever the queue idles between downloads, which str
 the estimates, sends clients away for longer and so creates more idle time; the peak
 of the last minute does not feed back that way.
 
-The peak is taken of five-second means, not of single seconds (ADR 0028). Bytes are
-booked when a response reports, spread over its span, so single seconds scatter a few
-per cent around what the link carried; the busiest of sixty such seconds overstated a
-saturated 40 MiB/s link by 5-15 % and every estimate came that much early. A queue
-exists only while every slot is busy, so whenever an estimate matters the link has
-been busy for longer than the mean's five seconds.
+The peak is taken of five-second means within runs of busy seconds, not of single
+seconds (ADR 0028). Bytes are booked when a response reports, spread over its span, so
+single seconds scatter a few per cent around what the link carried; the busiest of
+sixty such seconds read a saturated 40 MiB/s link as up to 45.6 and every estimate
+came that much early. Five seconds together lose or gain only what crossed their edges.
 """
 
 from __future__ import annotations
