@@ -79,7 +79,16 @@ class PeakRateMeter:
     stale. Memory is fixed whatever the traffic.
     """
 
-    __slots__ = ("_bytes", "_newest", "_ring", "_seconds", "_span", "_window")
+    __slots__ = (
+        "_bytes",
+        "_newest",
+        "_peak",
+        "_peak_second",
+        "_ring",
+        "_seconds",
+        "_span",
+        "_window",
+    )
 
     def __init__(
         self,
@@ -99,6 +108,10 @@ class PeakRateMeter:
         # Every slot starts as an empty bucket of a second that maps onto it.
         self._seconds: list[int] = [slot - self._ring for slot in range(self._ring)]
         self._newest: int | None = None
+        # The last peak and the second it was read in: every poll asks for the rate,
+        # and it changes only when a second completes or a response is booked.
+        self._peak = 0.0
+        self._peak_second: int | None = None
 
     @property
     def window_seconds(self) -> int:
@@ -123,6 +136,7 @@ class PeakRateMeter:
             raise ValueError(f"nbytes cannot be negative, got {nbytes}")
         if nbytes == 0:
             return
+        self._peak_second = None
         last = math.floor(end)
         newest = self._newest
         if newest is None or last > newest:
@@ -183,7 +197,13 @@ class PeakRateMeter:
     def peak(self, now: float) -> float:
         """The busiest ``span_seconds`` of the window ending at ``now``, in bytes per
         second; 0.0 if nothing was delivered in it."""
-        return peak_of_means(self.complete_seconds(now)[1], self._span)
+        if not math.isfinite(now):
+            raise ValueError(f"now must be finite, got {now!r}")
+        second = math.floor(now)
+        if second != self._peak_second:
+            self._peak = peak_of_means(self.complete_seconds(now)[1], self._span)
+            self._peak_second = second
+        return self._peak
 
     def total_recent(self, now: float) -> int:
         """Bytes booked into the complete seconds of the window ending at ``now``."""

@@ -325,3 +325,12 @@ def test_span_outside_one_to_the_window_is_refused() -> None:
         PeakRateMeter(10, span_seconds=11)
     with pytest.raises(ValueError, match="span_seconds"):
         PeakRateMeter(10, span_seconds=0)
+
+
+def test_a_response_booked_within_the_same_second_is_read_at_once() -> None:
+    """The peak is kept between reads of one second; a booking must not wait for the next."""
+    meter = PeakRateMeter(span_seconds=1)
+    meter.record(10.0, 11.0, 1000)
+    assert meter.peak(12.2) == 1000.0
+    meter.record(10.0, 11.0, 500)  # a response spanning second 10, reported late
+    assert meter.peak(12.4) == 1500.0

@@ -317,7 +317,8 @@ class QueueLeader:
             first + len(seconds),
             len(seconds),
         )
-        fleet_rate = peak_of_means(fleet["totals"] or []) + fleet["older"] or fleet["stored"]
+        summed = peak_of_means(fleet["totals"] or []) + fleet["older"]
+        fleet_rate = summed or fleet["stored"]  # a minute without a byte keeps the last
         rate = estimate_rate(fleet_rate, local_rate, settings.bandwidth)
         per_session = rate / max(1, len(active_rows))
         remaining = [_remaining(row) for row in active_rows]
