@@ -175,10 +175,9 @@ async def test_outside_its_window_a_class_holds_at_most_its_share(
         await step(scheduler, clock, 2.0)
         await queued(scheduler, third)
     release = big("ci-release", "dl-release")
-    await queued(scheduler, release)  # the queue is not empty: it waits for a mark
+    await admitted(scheduler, release)  # the free slots are the other classes'
     await step(scheduler, clock, 2.0)
     await queued(scheduler, third)
-    await admitted(scheduler, release)  # the free slots are the other classes'
 
 
 async def test_a_session_started_inside_its_window_runs_past_the_closing(
@@ -215,21 +214,49 @@ async def test_slots_go_to_the_other_classes_while_bulk_is_closed(
     for waiter in fleet:
         await queued(scheduler, waiter)  # earlier than the release waiter below
     release = big("ci-2", "dl-2")
-    await queued(scheduler, release)  # the queue is not empty: it waits for a mark
+    await admitted(scheduler, release)  # the free slot went past the bulk waiters
     await step(scheduler, clock, 2.0)
     for waiter in fleet:
         await queued(scheduler, waiter)
-    await admitted(scheduler, release)  # the free slot went past the bulk waiters
     await deliver(scheduler, holder)
-    late = big("ci-3", "dl-3")
-    await queued(scheduler, late)
     await step(scheduler, clock, 2.0)
-    await admitted(scheduler, late)  # marked at the tick, past the bulk waiters again
+    late = big("ci-3", "dl-3")
+    await admitted(scheduler, late)  # past the bulk waiters again, without a mark
     for waiter in fleet:
         await queued(scheduler, waiter)
     stats = await scheduler.stats()
     assert stats.per_class[DownloadClass.BULK].active == 0
     assert stats.per_class[DownloadClass.RELEASE].active == 2
+
+
+async def test_an_open_newcomer_on_a_free_slot_never_waits_behind_a_closed_class(
+    make_scheduler: MakeScheduler,
+) -> None:
+    """Issue #26: whether the closed class has no share, a share it holds in full, or
+    a share with room, its waiters leave the free slots to an open class's newcomer;
+    a closed class's newcomer still queues behind every waiter, and an open class's
+    waiter still makes an open newcomer wait."""
+    clock = clock_at(BERLIN, "2026-06-05 12:00")
+    settings = bulk_windows("22:00", "06:00", BERLIN, share=0.25).with_changes(
+        sessions=4, reserve=0, per_principal=4
+    )
+    scheduler = await make_scheduler(settings, clock=clock)
+    await admitted(scheduler, bulk("fleet-1"))  # its share outside: floor(0.25 × 4) = 1
+    closed = [bulk(f"fleet-{n}") for n in range(2, 5)]
+    for waiter in closed:
+        await queued(scheduler, waiter)
+    first = await admitted(scheduler, big("ci-1", "dl-1"))  # three free, no mark needed
+    person = big("person", "dl-person", kind=PrincipalKind.PERSON)
+    await admitted(scheduler, person)
+    await queued(scheduler, bulk("fleet-5"))  # its class holds its share
+    await admitted(scheduler, big("ci-2", "dl-2"))  # the last free slot
+    await queued(scheduler, big("ci-3", "dl-3"))  # no slot left: it waits
+    await deliver(scheduler, first)  # a slot frees; ci-3 waits for its mark
+    await queued(scheduler, big("ci-4", "dl-4"))  # an open waiter: it waits behind it
+    stats = await scheduler.stats()
+    assert stats.per_class[DownloadClass.BULK].active == 1
+    assert stats.per_class[DownloadClass.BULK].waiting == 4
+    assert stats.per_class[DownloadClass.RELEASE].waiting == 2
 
 
 async def test_the_interactive_reserve_is_unaffected(make_scheduler: MakeScheduler) -> None:
@@ -303,6 +330,7 @@ async def test_a_big_closed_crowd_does_not_keep_release_waiting(
         aging_minutes=0.1, queue_limit=crowd + 16
     )
     scheduler = await make_scheduler(settings, clock=clock)
+    holders = [await admitted(scheduler, big(f"hold-{n}", f"dl-h{n}")) for n in range(2)]
     for n in range(crowd):
         decision = await scheduler.admit(bulk(f"agent-{n}"))
         assert isinstance(decision, Queued)
@@ -310,7 +338,9 @@ async def test_a_big_closed_crowd_does_not_keep_release_waiting(
     releases = [big(f"ci-{n}", f"dl-{n}") for n in range(3)]
     for request in releases:
         await queued(scheduler, request)
-    await step(scheduler, clock, 2.0)
+    for holder in holders:
+        await deliver(scheduler, holder)
+    await step(scheduler, clock, 2.0)  # the marking must reach past the crowd
     started = [await scheduler.admit(request) for request in releases]
     assert sum(isinstance(decision, Admitted) for decision in started) == 2  # both slots
     stats = await scheduler.stats()

@@ -15,7 +15,7 @@ from zoneinfo import ZoneInfo
 import asyncpg
 import pytest
 
-from arkvory_sched import Admitted, DownloadRequest, PrincipalKind, SchedulerSettings
+from arkvory_sched import Admitted, Decision, DownloadRequest, PrincipalKind, SchedulerSettings
 from arkvory_sched.postgres import PostgresScheduler
 from arkvory_sched.testing import FakeClock
 from tests.postgres._helpers import SIZE
@@ -67,13 +67,30 @@ async def test_a_closed_class_claims_its_share_in_turn(
         await held.start()
         await db.execute(LOCK_CLASS, 2)  # bulk's turn, taken by someone else
         bulk = asyncio.ensure_future(scheduler.admit(request("fleet", "bulk")))
-        # An open class does not wait for it.
-        release = await asyncio.wait_for(scheduler.admit(request("ci", None)), 5.0)
+        # The interleaving of the race, driven: bulk is queued and waits for its turn.
+        await blocked_on_the_class_lock(db, bulk)
+        # An open class does not wait for it, on three free slots (issue #26).
+        release = await scheduler.admit(request("ci", None))
         assert isinstance(release, Admitted)
-        await asyncio.sleep(0.3)
         assert not bulk.done()
         await held.commit()
         decision = await asyncio.wait_for(bulk, 5.0)
         assert isinstance(decision, Admitted)  # within its share of two
     finally:
         await scheduler.disconnect()
+
+
+async def blocked_on_the_class_lock(
+    db: asyncpg.Connection, admission: asyncio.Future[Decision]
+) -> None:
+    """Wait until another connection waits for the advisory lock ``db`` holds: the
+    barrier that puts the next step inside the race, however fast the machine is."""
+    for _ in range(1000):
+        waiting = await db.fetchval(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+        )
+        if waiting:
+            return
+        assert not admission.done(), admission.result()
+        await asyncio.sleep(0.01)
+    raise AssertionError("the bulk admission never reached the class's lock")

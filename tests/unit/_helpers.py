@@ -30,6 +30,7 @@ from arkvory_sched import (
 )
 from arkvory_sched._session_keys import session_key
 from arkvory_sched.memory._core import PendingRequest, SchedulerCore
+from arkvory_sched.memory._own_downloads import downloads_of
 from arkvory_sched.testing import FakeClock
 
 MIB = 1024 * 1024
@@ -187,10 +188,16 @@ def keep_polling(
 
 
 def position(core: SchedulerCore, request: DownloadRequest) -> int:
-    """The queue position a waiting request is told now (after a tick: never a newcomer)."""
-    answer = queued(ask(core, request))
-    assert answer.position is not None
-    return answer.position
+    """The queue position a waiting request is told at its next decided poll, as its
+    principal's own downloads page shows it (after a tick: never a newcomer's None).
+
+    Read from that page, not from a poll: a poll well before its checkAt is told its
+    last answer again (ADR 0029), and these tests move the queue between polls."""
+    wanted = (request.object_id, request.download_id)
+    shown = downloads_of(core, request.principal).downloads
+    places = [d.position for d in shown if (d.object_id, d.download_id) == wanted]
+    assert len(places) == 1 and places[0] is not None, shown
+    return places[0]
 
 
 def serve_order(

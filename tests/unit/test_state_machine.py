@@ -175,6 +175,7 @@ class SchedulerMachine(RuleBasedStateMachine):
         self.core = SchedulerCore(SchedulerSettings(), self.clock)
         self.known: list[Client] = []
         self.tickets: dict[bytes, str] = {}
+        self.told: dict[bytes, Queued] = {}  # the last waiting answer per client
         self.next_offset: dict[bytes, int] = {}
         self.in_flight: list[InFlight] = []
         self.waiters: dict[int, Waiter] = {}
@@ -277,7 +278,19 @@ class SchedulerMachine(RuleBasedStateMachine):
             assert decision.retry_after >= 1
             assert decision.starts_earliest <= decision.starts_at <= decision.starts_latest
             assert decision.check_at >= self.clock.wall()
-            assert decision.position is None or 1 <= decision.position <= core.waiting_count
+            told = self.told.get(client.key)
+            if (
+                told is not None
+                and told.position is not None  # a newcomer's answer is never repeated
+                and (decision.ticket, decision.check_at) == (told.ticket, told.check_at)
+            ):
+                # An early poll told its last answer again (ADR 0029): the place as it
+                # was then, the seconds left until the same checkAt.
+                assert decision.position == told.position
+                assert decision.retry_after <= told.retry_after
+            else:
+                assert decision.position is None or 1 <= decision.position <= core.waiting_count
+            self.told[client.key] = decision
             assert decision.ticket is not None
             assert _active_keys(core) <= before.active_keys
             if core.active_count < before.active:

@@ -46,6 +46,7 @@ class SchedulerCore(CoreAdmission, CoreDelivery, CoreTick):
         """Apply from the next decision on; env-only fields keep their start-up values."""
         settings = settings.keeping_environment_only(self._settings)
         self._settings = settings
+        self._early.clear()  # the next poll of every waiter is decided anew (R-STRAT-4)
         self._queue.reconfigure(
             settings.strategy, settings.weights, settings.aging_minutes * 60, ages_of(settings)
         )

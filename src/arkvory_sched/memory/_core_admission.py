@@ -60,7 +60,7 @@ class CoreAdmission(CoreEstimates):
         if session.state is _ACTIVE:
             if session.yield_requested and session.has_id and not self._closed:
                 self._requeue_yielded(session, now)
-                return self._queued(session, now, newcomer=False)
+                return self._queued(session, now, newcomer=False, again=True)
             if session.in_flight >= self._settings.ranges_per_session:
                 return self._reject(RejectReason.RANGES_PER_SESSION, 1, session.base_class)
             return self._admit_range(session, byte_range, now)
@@ -71,11 +71,18 @@ class CoreAdmission(CoreEstimates):
             if self._may_start_without_queue(session):
                 self._activate(session, now)
                 return self._admit_range(session, byte_range, now)
-            return self._queued(session, now, newcomer=False)
-        # WAITING: the client came back.
+            return self._queued(session, now, newcomer=False, again=True)
+        # WAITING: the client came back. Unless marked while a slot is free, well
+        # before its checkAt it is told the same again, as the shared store must
+        # without a statement (ADR 0029).
         if self._may_take_marked_slot(session, now):
             self._activate(session, now)
             return self._admit_range(session, byte_range, now)
+        marked = session.mark == self._mark_epoch
+        if download_id is not None and not (marked and len(self._active) < self._settings.sessions):
+            early = self._early.answer(key, request.ticket, now, self._clock.wall() - now)
+            if early is not None:
+                return early
         return self._queued(session, now, newcomer=False)
 
     def _holds_slot(self, principal: str) -> bool:
@@ -199,7 +206,7 @@ class CoreAdmission(CoreEstimates):
         self._sessions[key] = session
         principal.sessions += 1
         principal.owned[session] = None
-        start_now = not self._queue and self._slot_free_for(session)
+        start_now = self._newcomer_starts_now(session)
         self._enqueue(session, now)
         if start_now:
             self._activate(session, now)

@@ -86,7 +86,12 @@ class CoreEstimates(CoreTransitions):
         earliest = max(earliest, not_before - wall_offset)  # not before its window opens
         return StartEstimate(ahead, start, earliest, latest, wall_offset, window)
 
-    def _queued(self, session: Session, now: float, *, newcomer: bool) -> Queued:
+    def _queued(
+        self, session: Session, now: float, *, newcomer: bool, again: bool = False
+    ) -> Queued:
+        """The answer to a waiting session. ``again``: it has just entered the queue
+        again (a yield, a resumption); like a newcomer's, its first answer is not
+        repeated to early polls (ADR 0029)."""
         estimate = self.estimate(session, now)
         ahead, start, wall_offset = estimate.ahead, estimate.start, estimate.wall_offset
         wait = start - now
@@ -107,7 +112,7 @@ class CoreEstimates(CoreTransitions):
         session.check_at = now + delay
         session.no_show_at = no_show_at(session.check_at, delay)
         self._deadlines.schedule(session, session.no_show_at)
-        return Queued(
+        answer = Queued(
             position=None if newcomer else ahead + 1,
             starts_at=start + wall_offset,
             starts_earliest=estimate.earliest + wall_offset,
@@ -117,6 +122,11 @@ class CoreEstimates(CoreTransitions):
             download_class=session.base_class,
             ticket=self._issue_ticket(session),
         )
+        if newcomer or again:  # a wait that just began: its next poll is decided
+            self._early.forget(session.key)
+        elif session.has_id:
+            self._early.remember(session.key, answer, session.check_at, delay)
+        return answer
 
     def _window(self, session: Session, wall: float) -> WindowEstimate:
         """What the windows change in an estimate made at ``wall`` (R-WIN-2, R-EST-2):

@@ -11,6 +11,7 @@ import math
 from dataclasses import dataclass, field
 
 from .._clock import Clock
+from .._early_polls import EarlyPolls
 from .._grant_state import GrantState
 from .._model import RejectReason
 from .._rate import PeakRateMeter
@@ -76,6 +77,7 @@ class CoreState:
         self._gate: ClassGate | None = None
         self._sessions: dict[bytes, Session] = {}
         self._keys = SessionKeys()
+        self._early = EarlyPolls()  # early polls answered without a decision (ADR 0029)
         self._principals: dict[str, PrincipalRecord] = {}
         self._active: dict[bytes, Session] = {}
         self._active_interactive = 0

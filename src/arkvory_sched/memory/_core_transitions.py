@@ -15,6 +15,7 @@ from ..policy import (
     current_gate,
     no_show_at,
     over_share_with_contenders,
+    passable_classes,
     slot_free_for,
 )
 from ._core_state import _ACTIVE, _GONE, _PAUSED, _WAITING, CoreState
@@ -82,6 +83,21 @@ class CoreTransitions(CoreState):
             return False
         return self._slot_free_for(session)
 
+    def _newcomer_starts_now(self, session: Session) -> bool:
+        """A newcomer starts at once on a free slot when nobody waits whom it must not
+        pass: an open class's newcomer passes the waiters of closed classes (issue #26)."""
+        if self._queue and not self._passes_every_waiter(session):
+            return False
+        return self._slot_free_for(session)
+
+    def _passes_every_waiter(self, session: Session) -> bool:
+        if not self._settings.class_windows:
+            return False
+        passable = passable_classes(self._class_gate(), session.base_class.rank)
+        return all(
+            not waiting or rank in passable for rank, waiting in enumerate(self._by_class_waiting)
+        )
+
     def _may_start_without_queue(self, session: Session) -> bool:
         """A resumed session starts at once only if nobody else waits (R-SESS-9)."""
         return len(self._queue) == 1 and self._slot_free_for(session)
@@ -121,6 +137,7 @@ class CoreTransitions(CoreState):
 
     def _activate(self, session: Session, now: float) -> None:
         self._dequeue(session, granted=True)
+        self._early.forget(session.key)
         principal = session.principal
         self._share_account(principal, -1)
         principal.active += 1

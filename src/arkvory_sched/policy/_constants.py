@@ -12,6 +12,8 @@ __all__ = [
     "AGING_CAP_RANK",
     "BACKUP_GRACE_SECONDS",
     "CLASS_COUNT",
+    "EARLY_POLL_MIN_SECONDS",
+    "EARLY_POLL_SHARE",
     "ESTIMATE_MIN_SPREAD_SECONDS",
     "ESTIMATE_SPREAD",
     "FALLBACK_RATE",
@@ -47,6 +49,10 @@ MIN_CHECK_SECONDS: Final = 2.0
 HEAD_MIN_CHECK_SECONDS: Final = 1.0
 MAX_CHECK_SECONDS: Final = 300.0
 NO_SHOW_MARGIN_SECONDS: Final = 30.0  # R-SESS-7: how late a client may come back
+# Issue #26: a poll is early when it comes more than this before its checkAt, or more
+# than EARLY_POLL_SHARE of the delay it was given, whichever is more (ADR 0029).
+EARLY_POLL_MIN_SECONDS: Final = 0.25
+EARLY_POLL_SHARE: Final = 0.05
 SHUTDOWN_RETRY_SECONDS: Final = 5
 ESTIMATE_SPREAD: Final = 0.12  # the announced interval is ±12 % of the wait …
 ESTIMATE_MIN_SPREAD_SECONDS: Final = 2.0  # … and never narrower than ±2 s

@@ -10,6 +10,8 @@ import math
 from collections.abc import Iterable, Sequence
 
 from ._constants import (
+    EARLY_POLL_MIN_SECONDS,
+    EARLY_POLL_SHARE,
     ESTIMATE_MIN_SPREAD_SECONDS,
     ESTIMATE_SPREAD,
     FALLBACK_RATE,
@@ -26,6 +28,7 @@ from ._constants import (
 __all__ = [
     "busy_retry_after",
     "check_delay",
+    "early_poll",
     "estimate_interval",
     "estimate_rate",
     "estimate_start",
@@ -144,6 +147,20 @@ def queued_retry_after(delay: float) -> int:
     the nearest second left the link idle after an opening in simulation scenario 4).
     """
     return max(1, math.ceil(delay))
+
+
+def early_poll(now: float, check_at: float, delay: float) -> bool:
+    """Whether a waiter asking at ``now`` comes well before the ``check_at`` it was given
+    ``delay`` seconds before it (issue #26; ADR 0029).
+
+    A client that follows ``Retry-After`` never does: the value is rounded up, the SDK
+    adds a positive jitter, and a delta in seconds knows no clock skew. The tolerance
+    covers what is left — a timer that fires a little early, a sleep stepped through on
+    the wall clock (R-CLIENT-5) — and grows with the delay. Small enough that a waiter
+    asked back after 1 s (the head of the queue) is early for three quarters of it.
+    """
+    tolerance = max(EARLY_POLL_MIN_SECONDS, EARLY_POLL_SHARE * delay)
+    return now < check_at - tolerance
 
 
 def no_show_at(check_at: float, delay: float) -> float:

@@ -35,6 +35,7 @@ __all__ = [
     "current_gate",
     "open_lengths",
     "opening_check_delay",
+    "passable_classes",
     "take_room",
     "window_estimate",
     "windowed_start",
@@ -128,6 +129,21 @@ def class_ages(schedules: ClassSchedules, base_rank: int) -> bool:
     waiter of such a class is *deferred*: it stays in its class and ages no more
     (ADR 0021)."""
     return not any(cls.rank == base_rank for cls, _ in schedules)
+
+
+def passable_classes(gate: ClassGate | None, newcomer_rank: int) -> tuple[int, ...]:
+    """Base classes whose waiters a newcomer of base class ``newcomer_rank`` does not
+    wait behind when a slot is free for it: those outside their windows now, when the
+    newcomer's own class is open (issue #26).
+
+    Such a waiter takes no slot before its window opens, or only its class's share,
+    which the newcomer's slot does not take from it: an open class's newcomer that
+    waited behind it would leave a free slot idle until the next mark. A closed
+    class's newcomer passes nobody: it queues behind every waiter, as without windows.
+    """
+    if gate is None or gate.closed(newcomer_rank):
+        return ()
+    return tuple(rank for rank in range(CLASS_COUNT) if gate.closed(rank))
 
 
 def closed_ranks(

@@ -35,6 +35,8 @@ class QueueSnapshot:
     active_interactive: int
     active_by_class: tuple[int, ...]
     """Held slots by base class, for the share of a class outside its windows."""
+    marked: frozenset[bytes] = frozenset()
+    """The waiters marked for a free slot: their early polls are decided (ADR 0029)."""
 
     @property
     def waiting(self) -> int:
@@ -59,4 +61,5 @@ async def read_snapshot(conn: asyncpg.Connection) -> QueueSnapshot:
         active=row["active"],
         active_interactive=row["active_interactive"],
         active_by_class=tuple(row["active_by_class"] or (0,) * CLASS_COUNT),
+        marked=frozenset(row["marked"] or ()),
     )

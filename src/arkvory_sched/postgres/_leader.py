@@ -59,6 +59,9 @@ PLACE_BUCKET = 1024
 # switch that gives every waiter a new key) is folded over several ticks, each well
 # inside the statement timeout, while positions lag by what is not folded yet.
 FOLD_LIMIT = 65536
+# Above this many sessions the leader analyses download_session when its rows doubled
+# since the planner last learnt of them: a burst before autovacuum's look (ADR 0020).
+ANALYSE_FROM_SESSIONS = 4096
 
 
 # The most no-shows, expired pauses and promotions one tick takes of each: a crowd
@@ -254,6 +257,8 @@ class QueueLeader:
                 self.token = None
                 return False
             await conn.fetchval(tick_sql.FOLD_QUEUE_CHANGES, PLACE_BUCKET, FOLD_LIMIT)
+        if await conn.fetchval(tick_sql.STATISTICS_BEHIND, ANALYSE_FROM_SESSIONS):
+            await conn.execute(tick_sql.ANALYSE_SESSIONS)  # a burst (ADR 0020)
         return True
 
     async def _release_idle(
@@ -300,13 +305,10 @@ class QueueLeader:
         order of the fair queue: stride between classes, round-robin within a class;
         a class outside its windows only within its share (R-WIN-2)."""
         active_rows = await conn.fetch(tick_sql.ACTIVE_FOR_ESTIMATE)
-        # The leader's own seconds as they are now, not as its last heartbeat reported
-        # them: a heartbeat comes every second of real time, so the seconds it carried
-        # would make the marks depend on the pace of the machine rather than on queue
-        # time. Only the other processes' seconds are as of their heartbeats (ADR 0017).
-        # The fleet's rate is the peak of the seconds summed over the fleet, not the
-        # sum of each process's own peak (ADR 0027), read as one process reads its own
-        # (ADR 0028).
+        # The leader's own seconds as they are now (a heartbeat's would make the marks
+        # depend on the machine's pace), the others' as of their heartbeats (ADR 0017);
+        # the fleet's rate is the peak of the seconds summed over the fleet (ADR 0027,
+        # 0028).
         local_rate, (first, seconds) = local
         fleet = await conn.fetchrow(
             tick_sql.FLEET_SECONDS,
@@ -339,6 +341,8 @@ class QueueLeader:
         )
         finishes = finish_table(remaining, per_session, now, settings.sessions)
         await conn.execute(tick_sql.CLEAR_MARKS)
+        marked: list[bytes] = []  # filled below: written with the last writes
+        last_writes.append((tick_sql.STORE_MARKS, (marked,)))
         last_writes.append((tick_sql.STORE_ESTIMATES, (finishes, now, fleet_rate, budget.free)))
         if not budget.free or not waiting:
             return 0
@@ -367,8 +371,8 @@ class QueueLeader:
             heads, passes, strides_of(settings.weights), budget, may_take, window.closed
         )
         if marks:
-            keys = [row["session_key"] for row, _ in marks]
-            await conn.execute(sql.SET_MARKS, keys, [backup for _, backup in marks])
+            marked.extend(row["session_key"] for row, _ in marks)
+            await conn.execute(sql.SET_MARKS, marked, [backup for _, backup in marks])
         return len(marks)
 
     async def _maybe_preempt(

@@ -53,6 +53,7 @@ class SchedulerAnswers(SchedulerState):
         *,
         newcomer: asyncpg.Record | None = None,
         placed: asyncpg.Record | None = None,
+        again: bool = False,
     ) -> Decision:
         """The answer to a waiting session: place, estimate, when to ask again.
 
@@ -60,7 +61,9 @@ class SchedulerAnswers(SchedulerState):
         place, counted up to ``NEWCOMER_COUNT_CAP``, and its arrival. A newcomer's place
         is only announced from its first poll on (R-EST-3), so beyond the cap the class
         length stands in: the estimate costs the same at the end of a long queue.
-        ``placed`` is a ``POSITION`` row the caller has read already.
+        ``placed`` is a ``POSITION`` row the caller has read already. ``again``: the
+        session has just entered the queue again (a yield, a resumption); like a
+        newcomer's, its first answer is not repeated to early polls (ADR 0029).
         """
         is_newcomer = newcomer is not None
         row = newcomer if newcomer is not None else placed
@@ -91,7 +94,7 @@ class SchedulerAnswers(SchedulerState):
         no_show = no_show_at(check_at, delay)
         if not is_newcomer:  # a newcomer's row already says exactly this
             await conn.execute(sql.RECORD_CHECK, key, check_at, no_show, start, now)
-        return Queued(
+        answer = Queued(
             position=None if is_newcomer else ahead + 1,
             starts_at=start + wall_offset,
             starts_earliest=estimate.earliest + wall_offset,
@@ -101,6 +104,11 @@ class SchedulerAnswers(SchedulerState):
             download_class=cls,
             ticket=self._session_ticket(key, row),
         )
+        if is_newcomer or again:  # a wait that just began: its next poll is decided
+            self._early.forget(key)
+        else:
+            self._early.remember(key, answer, check_at, delay)
+        return answer
 
     def _estimate(
         self,

@@ -128,6 +128,7 @@ class SchedulerClaims(SchedulerAnswers):
         also ``session``); ``session`` gives the class, size and arrival.
         """
         cls = DownloadClass.by_rank(session["base_class"])
+        self._early.forget(key)
         self._wait_histograms[cls.rank].observe(max(0.0, now - claimed["waiting_since"]))
         first_estimate = claimed["first_estimate"]
         estimated_at = claimed.get("first_estimate_at")

@@ -247,6 +247,7 @@ class SchedulerFleet(SchedulerDelivery):
         current = self._settings
         settings = settings.keeping_environment_only(current)
         self._settings = settings
+        self._early.clear()  # the next poll of every waiter is decided anew (R-STRAT-4)
         async with self._acquire() as conn:
             await conn.execute(sql.ENSURE_SLOTS, settings.sessions)
             await conn.execute(sql.ANALYZE_SLOTS)

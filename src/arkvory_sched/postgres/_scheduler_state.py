@@ -21,6 +21,7 @@ import anyio
 import asyncpg
 
 from .._classes import DownloadClass
+from .._early_polls import EarlyPolls
 from .._model import (
     ByteRange,
     Rejected,
@@ -124,6 +125,7 @@ class SchedulerState:
         trust_clock = time.monotonic if self._db_clock is not None else clock.monotonic
         self._leases = LeaseCache(max_trust=min(2.0, lease_seconds / 3), now=trust_clock)
         self._keys = SessionKeys()  # session keys of recent requests (no hash per range)
+        self._early = EarlyPolls()  # early polls answered without a statement (ADR 0029)
         self._grants: dict[int, _SessionGrant] = {}
         self._unrecorded: deque[tuple[Lease, ByteRange, float]] = deque(maxlen=UNRECORDED_LIMIT)
         self._next_token = 0

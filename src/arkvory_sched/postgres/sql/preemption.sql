@@ -3,8 +3,17 @@
 
 -- name: unblock_yielders
 -- R-PREEMPT-2: a yielder waits behind the head it yielded to only while that head waits.
+-- The yielders are read in the order of download_session_blocked, a few at a time (at
+-- most one preemption a tick makes one): without statistics the planner takes
+-- `blocked_by IS NOT NULL` for nearly every row, and filtered a whole queue through
+-- another index each tick (issue #26); an ordered, limited read only that index serves.
 UPDATE download_session AS w SET blocked_by = NULL
-WHERE w.state = 0 AND w.blocked_by IS NOT NULL
+WHERE w.session_key IN (
+        SELECT y.session_key FROM download_session AS y
+        WHERE y.blocked_by IS NOT NULL
+        ORDER BY y.blocked_by
+        LIMIT 256)
+  AND w.state = 0
   AND NOT EXISTS (SELECT 1 FROM download_session AS h
                   WHERE h.session_key = w.blocked_by AND h.state = 0)
 
@@ -33,7 +42,8 @@ UPDATE queue_state SET preemptions_total = preemptions_total + (SELECT count(*) 
 
 -- name: requeue_yielder
 -- The yielder waits again with its arrival but without its aging (R-PREEMPT-2), and the
--- head it yielded to is marked at once so that it takes the slot on its next poll.
+-- head it yielded to is marked at once so that it takes the slot on its next poll,
+-- early or not: the processes' snapshots learn the mark with the leader's (ADR 0029).
 WITH yielder AS (
     UPDATE download_session
     SET state = 0, yield_requested = false, queue_rank = base_class, order_key = $2,
@@ -41,9 +51,13 @@ WITH yielder AS (
         marked = false, mark_backup = false, first_estimate = NULL, first_estimate_at = NULL
     WHERE session_key = $1 AND state = 1
     RETURNING blocked_by
+), head AS (
+    UPDATE download_session AS h SET marked = true, mark_backup = false
+    FROM yielder WHERE h.session_key = yielder.blocked_by AND h.state = 0
+    RETURNING h.session_key
 )
-UPDATE download_session AS h SET marked = true, mark_backup = false
-FROM yielder WHERE h.session_key = yielder.blocked_by AND h.state = 0
+UPDATE queue_state SET marked = marked || ARRAY(SELECT session_key FROM head)
+WHERE EXISTS (SELECT 1 FROM head)
 
 -- name: active_by_principal
 SELECT d.principal, count(*) FROM download_slot AS s

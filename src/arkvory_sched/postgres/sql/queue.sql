@@ -3,18 +3,26 @@
 
 -- name: queue_snapshot
 -- What gateways need for estimates: one row the leader refreshes every tick, plus the
--- slot table (at most `sessions` rows). Never a scan of the waiting sessions.
+-- slot table (at most `sessions` rows), with the waiters the tick marked (ADR 0029).
+-- Never a scan of the waiting sessions: each held slot's class is one probe of the
+-- session's key (a join let a planner without statistics hash the whole table, issue
+-- #26), and the CTE is read twice but computed once.
+WITH held AS MATERIALIZED (
+    SELECT (SELECT d.base_class FROM download_session AS d
+            WHERE d.session_key = s.session_key) AS base_class
+    FROM download_slot AS s
+    WHERE s.session_key IS NOT NULL
+)
 SELECT q.last_release, q.free_at_mark, q.finish_table, q.finish_table_at, q.fleet_rate,
        q.class_lengths, q.waiting_bytes, q.session_count,
        (SELECT array_agg(pass ORDER BY queue_rank) FROM class_state) AS passes,
        (SELECT count(*) FROM download_slot WHERE session_key IS NOT NULL) AS active,
-       (SELECT count(*) FROM download_slot AS s JOIN download_session AS d
-            ON d.session_key = s.session_key WHERE d.base_class = 0) AS active_interactive,
+       (SELECT count(*) FROM held WHERE held.base_class = 0) AS active_interactive,
        -- Held slots by base class, for the share of a class outside its windows.
-       ARRAY(SELECT count(d.session_key) FROM generate_series(0, 3) AS c(rank)
-             LEFT JOIN (download_slot AS s JOIN download_session AS d
-                        ON d.session_key = s.session_key) ON d.base_class = c.rank
-             GROUP BY c.rank ORDER BY c.rank) AS active_by_class
+       ARRAY(SELECT count(held.base_class) FROM generate_series(0, 3) AS c(rank)
+             LEFT JOIN held ON held.base_class = c.rank
+             GROUP BY c.rank ORDER BY c.rank) AS active_by_class,
+       q.marked
 FROM queue_state AS q
 
 -- name: queue_shape

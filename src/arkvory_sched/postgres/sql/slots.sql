@@ -18,17 +18,18 @@ ANALYZE download_slot
 -- name: admit_session
 -- A session's admission in one round trip: the stored session if there is one, else a
 -- newcomer checked against the bounds, given its turn, inserted, and either given a
--- slot (alone in the queue) or counted into its place. The function (migration 0003,
--- ADR 0011; its round-robin turn and aging as in memory since migration 0007) runs the
--- steps of session_with_lease, round_tag, insert_session, others_waiting, claim_slot
--- and advance_round, in that order, and counts a waiting newcomer's place as position
--- does, up to a cap; the outcomes are tested in tests/postgres/test_one_round_trip.py.
--- $8 (the arrival is a ticket's) is no longer read: the arrival itself says it.
--- $24 and $25, the object and the client's download id, are stored for the
--- principal's own downloads page (migration 0011).
+-- slot (nobody waits whom it must not pass) or counted into its place. The function
+-- (migration 0003, ADR 0011; its round-robin turn and aging as in memory since
+-- migration 0007) runs the steps of session_with_lease, round_tag, insert_session,
+-- others_waiting, claim_slot and advance_round, in that order, and counts a waiting
+-- newcomer's place as position does, up to a cap; the outcomes are tested in
+-- tests/postgres/test_one_round_trip.py. $23 and $24, the object and the client's
+-- download id, are stored for the principal's own downloads page (migration 0011);
+-- $25 are the ranks of the classes closed now, whose waiters an open class's newcomer
+-- passes (migration 0013).
 SELECT * FROM admit_session(
     $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12,
-    $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25)
+    $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25::smallint[])
 
 -- name: claim_slot
 -- One statement, exactly one winner per slot: SKIP LOCKED lets concurrent claims take

@@ -131,6 +131,19 @@ WHERE p.queue_rank = passed.queue_rank AND p.principal = passed.principal
 -- size, $2 the most changes one fold takes. Answers how many changes it folded.
 SELECT fold_queue_changes($1, $2)
 
+-- name: statistics_behind
+-- Whether download_session holds more than twice the rows the planner was last told of
+-- (by the leader's ANALYZE or autovacuum's), and more than $1: a burst the statistics
+-- have not seen (issue #26, ADR 0020). The sessions are the fold's tallies: no count.
+SELECT coalesce((SELECT sum(t.sessions) FROM session_tally AS t), 0)
+       > greatest(2 * c.reltuples, $1)
+FROM pg_class AS c
+WHERE c.oid = 'download_session'::regclass
+
+-- name: analyse_sessions
+-- The leader's ANALYZE after a burst, skipped while autovacuum analyses the table.
+ANALYZE (SKIP_LOCKED) download_session
+
 -- name: aged_waiters
 -- Aging (R-CLASS-2; the rule is the policy's `promote_at`): the waiters due to move
 -- up, locked until the tick commits, then moved one class up (never above release)
@@ -209,11 +222,18 @@ FROM class_state
 UPDATE download_session SET marked = false, mark_backup = false WHERE marked
 
 -- name: heads_of_class
+-- The first waiters of a class in queue order: a range of download_session_place (the
+-- one index of the order, migration 0013), whatever the planner knows of the table.
 SELECT session_key, principal, base_class, queue_rank
 FROM download_session
 WHERE state = 0 AND queue_rank = $1 AND blocked_by IS NULL
-ORDER BY order_key, arrival, seq
+ORDER BY place
 LIMIT $2
+
+-- name: store_marks
+-- The waiters this tick marked, for every process's snapshot (ADR 0029): written with
+-- the tick's last writes, as the rest of queue_state.
+UPDATE queue_state SET marked = $1::bytea[]
 
 -- name: set_marks
 UPDATE download_session AS d SET marked = true, mark_backup = m.backup
