@@ -11,7 +11,7 @@ $(BIN)/.installed: pyproject.toml
 	touch $@
 
 .PHONY: install run test lint simulate bench bench-http bench-instructions bench-pg \
-	bench-pg-million bench-gate clean
+	bench-pg-million bench-pg-polls bench-pg-burst bench-gate clean
 install: $(BIN)/.installed
 
 EXAMPLE_DIR := examples/artifacts
@@ -67,6 +67,15 @@ bench-pg: install
 
 bench-pg-million: install
 	$(BIN)/python -m benchmarks.pg_scale --sizes 65536,1048576
+
+# A poll at the back of the queue right after a burst, before any ANALYZE (under a minute).
+bench-pg-burst: install
+	$(BIN)/python -m benchmarks.pg_burst
+
+# Issue #26 with three server processes on one primary (about 8 minutes, ~1 GB in a
+# throwaway schema): the poll storm, and the capacity at about a million waiting.
+bench-pg-polls: install
+	$(BIN)/python -m benchmarks.pg_polls
 
 # The mass update end to end (about 13 minutes): real SDK clients, one server in memory,
 # three sharing PostgreSQL behind HAProxy (one killed mid-run), and HAProxy's per-request

@@ -16,6 +16,7 @@ mounted as a user runs it — for restarts, several processes, and the heaviest 
 from __future__ import annotations
 
 import asyncio
+import socket
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Mapping
@@ -37,7 +38,7 @@ from arkvory_sched._settings_store import SettingsStore
 from arkvory_sched.api import API_PREFIX, Identity, operator_api
 from arkvory_sched.postgres import PostgresSettingsStore
 from arkvory_sched.testing import FakeClock
-from tests.integration.conftest import DemoServer, free_port
+from tests.integration.conftest import DemoServer
 from tests.pg import drop_schema, new_schema, require_database
 
 T = TypeVar("T")
@@ -90,8 +91,7 @@ class ApiServer:
     def __init__(self, make_store: StoreFactory, environment: SchedulerSettings) -> None:
         self._make_store = make_store
         self._environment = environment
-        self.port = free_port()
-        self.base_url = f"http://{HOST}:{self.port}{API_PREFIX}"
+        self.port = 0  # the running server's port, chosen by the system at each start
         self.clock = FakeClock(wall=time.time())
         self.scheduler: InMemoryDownloadScheduler | None = None
         self.keeper: SettingsKeeper | None = None
@@ -99,6 +99,10 @@ class ApiServer:
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
         self._failure: BaseException | None = None
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{HOST}:{self.port}{API_PREFIX}"
 
     def url(self, path: str) -> str:
         return self.base_url + path
@@ -120,18 +124,24 @@ class ApiServer:
 
         api = operator_api(store=store, scheduler=scheduler, authorize=authorize, keeper=keeper)
         app = Starlette(routes=[Mount(API_PREFIX, app=api)], lifespan=lifespan)
-        config = uvicorn.Config(app, host=HOST, port=self.port, log_level="warning", lifespan="on")
+        # Bound here, on a port of the system's choosing, and handed to uvicorn: no port
+        # is picked beforehand that another process could take first.
+        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        listener.bind((HOST, 0))
+        self.port = listener.getsockname()[1]
+        config = uvicorn.Config(app, log_level="warning", lifespan="on")
         self._server = server = uvicorn.Server(config)
 
         def run() -> None:
             loop = asyncio.new_event_loop()
             self._loop = loop
             try:
-                loop.run_until_complete(server.serve())
+                loop.run_until_complete(server.serve(sockets=[listener]))
             except BaseException as error:
                 self._failure = error
             finally:
                 loop.close()
+                listener.close()
 
         self._thread = threading.Thread(target=run, name=f"api-{self.port}", daemon=True)
         self._thread.start()
@@ -232,7 +242,10 @@ class DemoApi(DemoServer):
         if writers:
             extra += ["--operator-token", f"{OPERATOR_TOKEN}=olga"]
         self._argv += extra
-        self.api_url = f"{self.base_url}{API_PREFIX}"
+
+    @property
+    def api_url(self) -> str:
+        return f"{self.base_url}{API_PREFIX}"
 
 
 class StartDemo:

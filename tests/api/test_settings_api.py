@@ -7,6 +7,7 @@ PostgreSQL schema); a refused write is followed by a read that proves nothing ch
 from __future__ import annotations
 
 import json
+import socket
 from collections.abc import Iterator
 from typing import Any
 
@@ -16,7 +17,6 @@ import pytest
 from arkvory_sched import SchedulerSettings, SettingsStore, Strategy
 from arkvory_sched.api import MAX_BODY_BYTES, PROBLEM_TYPE_PREFIX
 from arkvory_sched.postgres import PostgresSettingsStore
-from tests.integration.conftest import free_port
 
 from .conftest import (
     ENVIRONMENT,
@@ -441,14 +441,18 @@ def test_an_unreachable_store_is_503_and_the_server_keeps_running(
     client: httpx.Client,
 ) -> None:
     """R-SET-4: the store down at start does not stop the process; the API says so."""
-    dead = f"postgresql://postgres@127.0.0.1:{free_port()}/nothing"
+    # A port held bound but never listening: connections to it are refused, and no
+    # other process can start listening there while the test runs.
+    dead_port = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    dead_port.bind(("127.0.0.1", 0))
+    dead = f"postgresql://postgres@127.0.0.1:{dead_port.getsockname()[1]}/nothing"
 
     def make(environment: SchedulerSettings) -> SettingsStore:
         return PostgresSettingsStore(dead, environment=environment)
 
     server = ApiServer(make, ENVIRONMENT)
-    server.start()
     try:
+        server.start()
         auth = {"authorization": f"Bearer {OPERATOR_TOKEN}"}
         answer = client.get(server.url(SETTINGS), headers=auth)
         problem = assert_problem(answer, 503, "storage_unavailable")
@@ -461,3 +465,4 @@ def test_an_unreachable_store_is_503_and_the_server_keeps_running(
         assert client.get(server.url("/state"), headers=auth).status_code == 200
     finally:
         server.stop()
+        dead_port.close()

@@ -15,13 +15,13 @@ import signal
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
 import pytest
 
-from arkvory_client import Client, DownloadCancelledError
+from arkvory_client import Client, DownloadCancelledError, Progress
 from tests.integration.conftest import MIB, DemoServer, write_pattern_file
 
 __all__ = ["MIB", "TOKENS", "BusyDemo", "Downloader", "token_of"]
@@ -38,14 +38,29 @@ def token_of(name: str) -> str:
 
 @dataclass
 class Downloader:
-    """One download by one principal, in a thread of its own."""
+    """One download by one principal, in a thread of its own.
+
+    A *gated* download stops at its first bytes (``holding``), still holding its slot
+    (its later ranges are not asked for), until :meth:`release`.
+    """
 
     principal: str
     object_id: str
     download_id: str
     thread: threading.Thread
+    gate: threading.Event | None = None
+    holding: threading.Event = field(default_factory=threading.Event)
     error: BaseException | None = None
     finished: bool = False
+
+    @property
+    def held(self) -> bool:
+        """Stopped at the gate, with a slot, and not released yet."""
+        return self.gate is not None and self.holding.is_set() and not self.gate.is_set()
+
+    def release(self) -> None:
+        assert self.gate is not None, "not a gated download"
+        self.gate.set()
 
 
 class BusyDemo:
@@ -102,16 +117,23 @@ class BusyDemo:
         steps; one still asleep after :data:`STOP_CLIENTS_SECONDS` is a daemon thread
         that ends at its next step."""
         self._stop.set()
+        for download in self.downloads:
+            if download.gate is not None:
+                download.gate.set()
         deadline = time.monotonic() + STOP_CLIENTS_SECONDS
         for download in self.downloads:
             download.thread.join(max(0.0, deadline - time.monotonic()))
         os.kill(self.server.pid, signal.SIGKILL)
         self.server.stop()
 
-    def download(self, principal: str, object_id: str, *, download_id: str) -> Downloader:
+    def download(
+        self, principal: str, object_id: str, *, download_id: str, gated: bool = False
+    ) -> Downloader:
         """Start ``principal``'s download of ``object_id`` and wait until the server has
         answered its first request (queued or started): its session exists from then
-        on, so the next call's session arrives after it."""
+        on, so the next call's session arrives after it. A ``gated`` download stops at
+        its first bytes until released (see :class:`Downloader`); its file must be
+        larger than ``range_size``, so that one range cannot complete it."""
         answered = threading.Event()
         holder: list[Downloader] = []
 
@@ -120,13 +142,16 @@ class BusyDemo:
             headers = {"Authorization": f"Bearer {token_of(principal)}"}
             try:
                 with Client(headers=headers, chunk_size=self._range_size) as client:
-                    client.download(
+                    for event in client.iter_download(
                         self.server.url(object_id),
                         self._saved / f"{principal}-{download_id}",
                         download_id=download_id,
                         cancelled=self._stop.is_set,
-                        on_event=lambda event: answered.set(),
-                    )
+                    ):
+                        answered.set()
+                        if record.gate is not None and isinstance(event, Progress):
+                            record.holding.set()
+                            record.gate.wait()
                 record.finished = True
             except DownloadCancelledError:
                 pass
@@ -136,7 +161,8 @@ class BusyDemo:
                 answered.set()
 
         thread = threading.Thread(target=run, name=f"{principal}-{object_id}", daemon=True)
-        record = Downloader(principal, object_id, download_id, thread)
+        gate = threading.Event() if gated else None
+        record = Downloader(principal, object_id, download_id, thread, gate)
         holder.append(record)
         self.downloads.append(record)
         thread.start()

@@ -61,6 +61,7 @@ BUSY_ENV: Final[Mapping[str, str]] = {
     "ARKVORY_DEMO_HISTORY_SECONDS": "1",
 }
 PAGE_PATH: Final = "/admin/downloads/"
+ANSWER_SECONDS: Final = 30.0  # a generous deadline for the server's first answer
 
 
 def operator_headers(token: str = OPERATOR_TOKEN) -> dict[str, str]:
@@ -84,10 +85,16 @@ class PageDemo(DemoServer):
             root, log_path, env=env, bandwidth=BANDWIDTH if busy else None, tokens=tokens
         )
         self._argv += ["--schema", schema, *STAFF_OPTIONS]
-        self.api_url = f"{self.base_url}{API_PREFIX}"
-        self.page_url = f"{self.base_url}{PAGE_PATH}"
         self.schema = schema
         self.database_url = database_url
+
+    @property
+    def api_url(self) -> str:
+        return f"{self.base_url}{API_PREFIX}"
+
+    @property
+    def page_url(self) -> str:
+        return f"{self.base_url}{PAGE_PATH}"
 
     def api(self, path: str, token: str = OPERATOR_TOKEN) -> Any:
         """GET a document of the operator API."""
@@ -116,20 +123,27 @@ class Downloads:
         self.errors: list[BaseException] = []
 
     def start(self) -> None:
+        """Start the downloads one after another, each once the server has answered the
+        one before (queued or started): a queue in a known order, in which the first
+        two hold the slots."""
         for index, (token, _name, _kind, wanted) in enumerate(DOWNLOADERS):
             name = f"artifact-{index}.bin"
             write_pattern_file(self._server.root / name, FILE_BYTES)
+            answered = threading.Event()
             thread = threading.Thread(
                 target=self._download,
-                args=(token, name, wanted),
+                args=(token, name, wanted, answered),
                 name=f"download-{index}",
                 daemon=True,
             )
             self._threads.append(thread)
             thread.start()
-            time.sleep(0.15)  # a queue in a known order: the first two hold the slots
+            if not answered.wait(ANSWER_SECONDS):
+                raise AssertionError(f"{name}: no answer in {ANSWER_SECONDS} s: {self.errors}")
 
-    def _download(self, token: str, name: str, wanted: str | None) -> None:
+    def _download(
+        self, token: str, name: str, wanted: str | None, answered: threading.Event
+    ) -> None:
         try:
             with Client(headers={"Authorization": f"Bearer {token}"}) as client:
                 client.download(
@@ -138,10 +152,13 @@ class Downloads:
                     download_class=wanted,
                     wait_limit=3600,
                     cancelled=self._stop.is_set,
+                    on_event=lambda event: answered.set(),
                 )
         except Exception as error:
             if not self._stop.is_set():
                 self.errors.append(error)
+        finally:
+            answered.set()
 
     def wait_busy(self, timeout: float = 30.0) -> dict[str, Any]:
         """Wait until both slots are held and the rest wait; return that ``/state``."""

@@ -10,16 +10,16 @@ from __future__ import annotations
 
 import os
 import re
-import time
 from pathlib import Path
 from typing import Any
 
 import httpx
-from playwright.sync_api import Page, Request
+from playwright.sync_api import Page
 
 from arkvory_sched.console import CONTENT_SECURITY_POLICY
 
 from ._demo import OPERATOR_TOKEN, PAGE_PATH, VIEWER_TOKEN, PageDemo, log_in, wait_for
+from ._stopped_clock import reads, settle, stop_the_clock, wait_for_reads
 from .conftest import DESKTOP, PHONE
 
 CLASSES = ("interactive", "release", "bulk", "background")
@@ -208,42 +208,50 @@ def test_readable_at_desktop_and_phone_width(page: Page, busy_demo: PageDemo) ->
         assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= inner
 
 
+HIDE = """() => {
+    Object.defineProperty(document, 'hidden', {configurable: true, get: () => true});
+    Object.defineProperty(document, 'visibilityState', {configurable: true, get: () => 'hidden'});
+    document.dispatchEvent(new Event('visibilitychange'));
+}"""
+SHOW = """() => {
+    Object.defineProperty(document, 'hidden', {configurable: true, get: () => false});
+    Object.defineProperty(document, 'visibilityState', {configurable: true, get: () => 'visible'});
+    document.dispatchEvent(new Event('visibilitychange'));
+}"""
+
+
 def test_polling_pauses_while_the_tab_is_hidden(page: Page, busy_demo: PageDemo) -> None:
+    # The page's clock moves only when the test moves it (see _stopped_clock.py).
+    stop_the_clock(page)
     log_in(page, busy_demo)
     wait_loaded(page)
-    reads: list[float] = []
+    poll_ms = int(POLL_SECONDS * 1000)
 
-    def count(request: Request) -> None:
-        if request.url.endswith("/state"):
-            reads.append(time.monotonic())
+    # Visible: a read of /state every interval, not sooner.
+    settle(page)  # a read was made; the next waits for the interval
+    page.clock.run_for(poll_ms)
+    wait_for_reads(page, "/state", 1)
+    settle(page)  # the interval starts again from the end of that read
+    seen = len(reads(page, "/state"))
+    page.clock.run_for(poll_ms - 1)
+    assert len(reads(page, "/state")) == seen, "read before the interval was over"
+    page.clock.run_for(1)
+    assert len(wait_for_reads(page, "/state", seen)) == seen + 1, "a visible page polls /state"
 
-    page.on("request", count)
-    page.wait_for_timeout(POLL_SECONDS * 1000 + 700)
-    assert reads, "a visible page polls /state"
-    page.evaluate(
-        """() => {
-            Object.defineProperty(document, 'hidden', {configurable: true, get: () => true});
-            Object.defineProperty(document, 'visibilityState',
-                                  {configurable: true, get: () => 'hidden'});
-            document.dispatchEvent(new Event('visibilitychange'));
-        }"""
-    )
-    page.wait_for_timeout(300)  # a read already on its way may finish
-    hidden_since = time.monotonic()
-    page.wait_for_timeout(2 * POLL_SECONDS * 1000 + 500)
-    assert [at for at in reads if at > hidden_since] == []
+    # Hidden: however long, no read at all.
+    settle(page)
+    page.evaluate(HIDE)
     assert "Paused" in page.locator("#status").inner_text()
-    shown_at = time.monotonic()  # the read may be reported before evaluate returns
-    page.evaluate(
-        """() => {
-            Object.defineProperty(document, 'hidden', {configurable: true, get: () => false});
-            Object.defineProperty(document, 'visibilityState',
-                                  {configurable: true, get: () => 'visible'});
-            document.dispatchEvent(new Event('visibilitychange'));
-        }"""
-    )
-    page.wait_for_timeout(1000)
-    assert [at for at in reads if at > shown_at], "visible again: it reads at once"
+    page.clock.run_for(5 * poll_ms)
+    settle(page)
+    assert True not in reads(page, "/state"), "read while hidden"
+    assert len(reads(page, "/state")) == seen + 1
+    assert "Paused" in page.locator("#status").inner_text()
+
+    # Visible again: it reads at once, before any time passes.
+    page.evaluate(SHOW)
+    assert len(wait_for_reads(page, "/state", seen + 1)) == seen + 2, "visible again: reads"
+    assert True not in reads(page, "/state")
 
 
 def test_screenshot_of_the_operator_page_with_a_busy_queue(

@@ -19,13 +19,10 @@ from typing import Any
 import pytest
 from playwright.sync_api import Page, Response
 
-from tests.integration.conftest import free_port
-
 from ._demo import SECOND_OPERATOR_TOKEN, PageDemo, log_in, wait_for
 from .test_operator_page import wait_loaded
 
 REFRESH_SECONDS = 10.0
-TICK_SECONDS = 0.5
 
 
 def revision_on_page(page: Page) -> int:
@@ -64,9 +61,12 @@ def test_an_operator_changes_the_weights_and_a_second_process_applies_them(
         audit = page.locator("#audit tbody tr").first
         audit.get_by_text("weights:").wait_for()
         assert "olga" in audit.inner_text()
-        # The other process reads the record every 10 s and applies it before its tick.
+        # The other process reads the record every 10 s and applies it at its first read
+        # after the save. A loaded machine delays that read by its own scheduling, never
+        # by a whole interval, so only a process that skipped a refresh (or never
+        # refreshes) misses two intervals (tests/api/test_demo_processes.py says more).
         while second.api("/settings")["appliedRevision"] != revision:
-            assert time.monotonic() - saved_at < REFRESH_SECONDS + TICK_SECONDS + 1.0
+            assert time.monotonic() - saved_at < 2 * REFRESH_SECONDS, "not applied"
             time.sleep(0.25)
     finally:
         second.stop()
@@ -141,9 +141,9 @@ def other_site(tmp_path: Path) -> Iterator[str]:
     """A second web server on another host name (localhost, not 127.0.0.1): another site."""
     folder = tmp_path / "other-site"
     folder.mkdir()
-    port = free_port()
     handler = partial(_QuietHandler, directory=str(folder))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", port), handler)
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)  # the system's port
+    port = server.server_address[1]
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:

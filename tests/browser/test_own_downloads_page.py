@@ -1,8 +1,9 @@
 """A person's own downloads page (issue #19) in a real browser against the real demo.
 
 Two demo servers with real downloads by real clients: a *steady* one whose slots stay
-held by slow downloads while alice waits (layout, labels, keyboard, sign-in, pausing),
-and a *moving* one whose queue drains within seconds, so alice's place visibly falls.
+held by downloads stopped after their first bytes while alice waits (layout, labels,
+keyboard, sign-in, pausing), and a *moving* one whose queue drains one place at a time,
+so alice's place visibly falls.
 Other people's downloads run beside hers in both; the tests check that nothing of
 theirs — name, object, download id — reaches her page or her JSON.
 """
@@ -11,19 +12,20 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Final
 
 import httpx
 import pytest
-from playwright.sync_api import Browser, BrowserContext, Page, Request
+from playwright.sync_api import Browser, BrowserContext, Page
 
 from ._busy_demo import MIB, BusyDemo, token_of
+from ._stopped_clock import reads, settle, stop_the_clock, wait_for_reads
 from .conftest import DESKTOP, PHONE
 
 MINE: Final = "/downloads/mine/"
+PERIOD_MS: Final = 3000  # the page's own update interval ("Update every 3 s")
 SCREENSHOT: Final = (
     Path(__file__).resolve().parents[2] / "docs" / "screenshots" / "own-downloads.png"
 )
@@ -59,18 +61,31 @@ def assert_nothing_of_others(text: str, demo: BusyDemo) -> None:
         assert download.download_id not in text
 
 
+def shown(page: Page, object_id: str) -> tuple[str | None, int | None]:
+    """The state and the place the page shows for ``object_id`` right now (``None``:
+    not shown), read at one moment: the list may be redrawn between two reads."""
+    state: tuple[str | None, str | None] = page.evaluate(
+        """(objectId) => {
+            const item = [...document.querySelectorAll('li.download')]
+                .find((li) => li.dataset.object === objectId);
+            if (!item) return [null, null];
+            const cell = item.querySelector('[data-field="position"]');
+            return [item.dataset.state ?? null, cell ? cell.dataset.position ?? null : null];
+        }""",
+        object_id,
+    )
+    return state[0], None if state[1] is None else int(state[1])
+
+
 def waiting_place(page: Page, object_id: str) -> int | None:
-    cell = page.locator(f'li.download[data-object="{object_id}"] [data-field="position"]')
-    if cell.count() == 0:
-        return None
-    value = cell.first.get_attribute("data-position")
-    return None if value is None else int(value)
+    return shown(page, object_id)[1]
 
 
 @pytest.fixture(scope="module")
 def steady(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BusyDemo]:
-    """Three slots held for the whole module by slow downloads (bob's, carol's and one
-    of alice's) on a 1.5 MiB/s link; dave, erin and then alice wait behind them."""
+    """Three slots held for the whole module (bob's, carol's and one of alice's
+    downloads, each stopped after its first bytes until the end, however long the
+    module takes); dave, erin and then alice wait behind them."""
     root = tmp_path_factory.mktemp("steady")
     files = {f"{name}/build-{index}.iso": 24 * MIB for index, name in enumerate(OTHERS[:4])}
     files |= {"alice/dataset-2026.tar": 24 * MIB, "alice/toolchain-14.2.tar.zst": 12 * MIB}
@@ -81,12 +96,13 @@ def steady(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BusyDemo]:
         bandwidth=3 * MIB // 2,
         files=files,
         range_size=MIB,
+        env={"ARKVORY_DOWNLOAD_IDLE_SECONDS": "3600"},  # a stopped download keeps its slot
     )
     demo.start()
     try:
-        demo.download("bob", "bob/build-0.iso", download_id="bob-dl-5d1e0c")
-        demo.download("alice", "alice/dataset-2026.tar", download_id="alice-dl-91b2f7")
-        demo.download("carol", "carol/build-1.iso", download_id="carol-dl-3fa9c4")
+        demo.download("bob", "bob/build-0.iso", download_id="bob-dl-5d1e0c", gated=True)
+        demo.download("alice", "alice/dataset-2026.tar", download_id="alice-dl-91b2f7", gated=True)
+        demo.download("carol", "carol/build-1.iso", download_id="carol-dl-3fa9c4", gated=True)
         demo.download("dave", "dave/build-2.iso", download_id="dave-dl-77e012")
         demo.download("erin", "erin/build-3.iso", download_id="erin-dl-a0b4d8")
         demo.download("alice", "alice/toolchain-14.2.tar.zst", download_id="alice-dl-c44e9a")
@@ -231,13 +247,8 @@ def test_the_page_is_usable_from_the_keyboard_and_pauses_while_hidden(
     context = as_person(browser, "alice", viewport=DESKTOP)
     try:
         page = context.new_page()
-        asked: list[float] = []
-
-        def note(request: Request) -> None:
-            if request.url.endswith(MINE + "api"):
-                asked.append(time.monotonic())
-
-        page.on("request", note)
+        # The page's clock moves only when the test moves it (see _stopped_clock.py).
+        stop_the_clock(page)
         page.goto(steady.base_url + MINE)
         page.wait_for_selector("li.download")
         # Keyboard only: Tab reaches the toggle and the button; Space and Enter work.
@@ -248,34 +259,37 @@ def test_the_page_is_usable_from_the_keyboard_and_pauses_while_hidden(
             if reached[-1] == "refresh":
                 break
         assert reached[-2:] == ["auto", "refresh"], reached
-        before = len(asked)
+        settle(page)  # the first load is over: nothing but a key can ask now
+        before = len(reads(page, MINE + "api"))
         page.keyboard.press("Enter")
-        page.wait_for_function("() => true", timeout=1_000)
-        deadline = time.monotonic() + 2.0
-        while len(asked) == before and time.monotonic() < deadline:
-            page.wait_for_timeout(50)
-        assert len(asked) > before  # Enter on "Refresh now" asked again
+        wait_for_reads(page, MINE + "api", before)  # Enter on "Refresh now" asked again
 
         # It updates on its own every 3 s while shown...
-        start = len(asked)
-        page.wait_for_timeout(3_300)
-        assert len(asked) > start
+        settle(page)  # the 3 s start from the end of that load
+        start = len(reads(page, MINE + "api"))
+        page.clock.run_for(PERIOD_MS - 1)
+        assert len(reads(page, MINE + "api")) == start, "asked before the 3 s were over"
+        page.clock.run_for(1)
+        wait_for_reads(page, MINE + "api", start)
         # ...and not at all while the tab is hidden.
+        settle(page)
+        hidden_from = len(reads(page, MINE + "api"))
         page.evaluate(
             """() => { Object.defineProperty(document, 'hidden',
                                              {value: true, configurable: true});
                        document.dispatchEvent(new Event('visibilitychange')); }"""
         )
-        hidden_from = len(asked)
-        page.wait_for_timeout(3_300)
-        assert len(asked) == hidden_from
+        page.clock.run_for(5 * PERIOD_MS)
+        settle(page)
+        assert len(reads(page, MINE + "api")) == hidden_from
         page.evaluate(
             """() => { Object.defineProperty(document, 'hidden',
                                              {value: false, configurable: true});
                        document.dispatchEvent(new Event('visibilitychange')); }"""
         )
-        page.wait_for_timeout(500)
-        assert len(asked) > hidden_from  # shown again: asks at once
+        # Shown again: asks at once, before any time passes.
+        wait_for_reads(page, MINE + "api", hidden_from)
+        assert True not in reads(page, MINE + "api"), "asked while hidden"
 
         # Space on the toggle turns the updates off.
         page.focus("#auto")

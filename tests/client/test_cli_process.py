@@ -29,6 +29,7 @@ import pytest
 from tests.integration.conftest import (
     MIB,
     ONE_SLOT,
+    SETTLE_SECONDS,
     DemoServer,
     SlotHolder,
     sha256_file,
@@ -124,7 +125,9 @@ def test_a_download_waits_through_a_busy_queue(server: DemoServer, tmp_path: Pat
     holder.take()  # another client holds the only slot
 
     cli = Cli(tmp_path, server.url("queued.bin"))
-    wait_until(lambda: any(line.startswith("queued") for line in cli.out.lines), 20, "queued")
+    wait_until(
+        lambda: any(line.startswith("queued") for line in cli.out.lines), SETTLE_SECONDS, "queued"
+    )
     holder.finish()  # the slot frees; the queued download takes it
     code, lines, err = cli.finish()
 
@@ -153,8 +156,19 @@ def test_ctrl_c_then_a_new_process_continues_the_same_download(
         return document
 
     cli = Cli(tmp_path, server.url("interrupted.bin"))
-    wait_until(lambda: saved().get("done", 0) > 0, 20, "a checkpoint with saved bytes")
-    cli.process.send_signal(signal.SIGINT)
+
+    def frozen_with_saved_bytes() -> bool:
+        # Looked at while the process is stopped: what it saved cannot change (nor the
+        # download end) between this look and the Ctrl-C below.
+        cli.process.send_signal(signal.SIGSTOP)
+        if saved().get("done", 0) > 0:
+            return True
+        cli.process.send_signal(signal.SIGCONT)
+        return False
+
+    wait_until(frozen_with_saved_bytes, SETTLE_SECONDS, "a checkpoint with saved bytes")
+    cli.process.send_signal(signal.SIGINT)  # delivered first thing when it runs again
+    cli.process.send_signal(signal.SIGCONT)
     code, lines, err = cli.finish()
 
     assert code == 130, (lines, err)
@@ -211,7 +225,9 @@ def test_a_terminal_shows_the_queue_line_and_a_progress_bar(
     reader = threading.Thread(target=read, daemon=True)
     reader.start()
     try:
-        wait_until(lambda: b"queued" in b"".join(chunks), 20, "the queue line on the terminal")
+        wait_until(
+            lambda: b"queued" in b"".join(chunks), SETTLE_SECONDS, "the queue line on the terminal"
+        )
         holder.finish()
         code = process.wait(RUN_SECONDS)
     finally:

@@ -44,13 +44,13 @@ import pytest
 
 from arkvory_sched._session_keys import session_key
 from arkvory_sched.postgres._scheduler import DATABASE_ERRORS
-from tests.integration.conftest import free_port, wait_ready, write_pattern_file
+from tests.integration.conftest import wait_listening, wait_ready, write_pattern_file
 from tests.pg import database_url, drop_schema, new_schema, require_database
 
 MIB: Final = 1024 * 1024
 HOST: Final = "127.0.0.1"
 RANGE_BYTES: Final = 8 * MIB
-STARTUP_SECONDS: Final = 30.0
+STARTUP_SECONDS: Final = 60.0  # many processes starting at once on two loaded cores
 STOP_GRACE_SECONDS: Final = 3.0
 SAMPLE_SECONDS: Final = 0.05
 #: How long one read of the slot table may take before the sampler reconnects.
@@ -198,8 +198,8 @@ class FleetServer:
         self.lease_seconds = lease_seconds
         self.log_path = log_path
         self.application_name = f"{schema}-{name}"
-        self.port = free_port()
-        self.base_url = f"http://{HOST}:{self.port}"
+        self.port = 0  # chosen by the system when the process binds (``--port 0``)
+        self._log_offset = 0
         dsn = with_application_name(database_url(), self.application_name)
         self._argv = [
             sys.executable,
@@ -210,7 +210,7 @@ class FleetServer:
             "--host",
             HOST,
             "--port",
-            str(self.port),
+            "0",
             "--dsn",
             dsn,
             "--schema",
@@ -239,6 +239,10 @@ class FleetServer:
         assert self._process is not None, f"{self.name} is not running"
         return self._process.pid
 
+    @property
+    def base_url(self) -> str:
+        return f"http://{HOST}:{self.port}"
+
     def url(self, name: str) -> str:
         return f"{self.base_url}/files/{name}"
 
@@ -246,6 +250,7 @@ class FleetServer:
         """Start the process and return at once (:meth:`wait_started` waits for it)."""
         assert self._process is None, f"{self.name} already runs"
         self._log = self.log_path.open("ab")
+        self._log_offset = self._log.tell()
         self._process = subprocess.Popen(
             self._argv,
             env=self._env,
@@ -257,12 +262,12 @@ class FleetServer:
     def wait_started(self) -> None:
         process = self._process
         assert process is not None
+        deadline = time.monotonic() + STARTUP_SECONDS
         try:
-            wait_ready(
-                f"{self.base_url}/readyz",
-                time.monotonic() + STARTUP_SECONDS,
-                alive=lambda: process.poll() is None,
+            self.port = wait_listening(
+                self.log_path, self._log_offset, deadline, alive=lambda: process.poll() is None
             )
+            wait_ready(f"{self.base_url}/readyz", deadline, alive=lambda: process.poll() is None)
         except (RuntimeError, TimeoutError) as error:
             self.stop()
             raise RuntimeError(f"{self.name}: {error}\n--- log ---\n{self.log_tail()}") from None
@@ -769,6 +774,20 @@ def report(title: str, figures: Mapping[str, object]) -> None:
 
 
 # --- fleet state --------------------------------------------------------------------------
+
+
+async def queue_counters(schema: str) -> dict[str, int]:
+    """The fleet's totals of sessions completed, reaped, released idle and no-shows."""
+    connection = await observe(schema)
+    try:
+        row = await connection.fetchrow(
+            "SELECT completed_total, reaped_total, idle_releases_total, no_shows_total "
+            "FROM queue_state"
+        )
+        return {key: int(value) for key, value in dict(row).items()}
+    finally:
+        await connection.close()
+
 
 ANONYMOUS: Final = "anonymous-link"
 

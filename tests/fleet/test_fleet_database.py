@@ -49,6 +49,7 @@ from .conftest import (
     http_client,
     observe,
     open_range,
+    queue_counters,
     report,
     require_cluster_control,
     restart_postgres,
@@ -256,18 +257,6 @@ async def _restart_under_load(
         return restarts, time.monotonic() - started
 
 
-async def _counters(schema: str) -> dict[str, int]:
-    connection = await observe(schema)
-    try:
-        row = await connection.fetchrow(
-            "SELECT completed_total, reaped_total, idle_releases_total, no_shows_total "
-            "FROM queue_state"
-        )
-        return {key: int(value) for key, value in dict(row).items()}
-    finally:
-        await connection.close()
-
-
 def test_postgres_restarts_under_load_never_double_grant(fleet: Fleet) -> None:
     require_cluster_control()
     env = {
@@ -285,7 +274,7 @@ def test_postgres_restarts_under_load_never_double_grant(fleet: Fleet) -> None:
         # Every slot comes back: sessions whose last delivery record was lost in a
         # restart end by the idle rule instead of at once (the bytes were sent).
         drained = sampler.wait_until_empty(IDLE_SECONDS + 5.0)
-    counters = asyncio.run(_counters(fleet.schema))
+    counters = asyncio.run(queue_counters(fleet.schema))
     held_after = held_after_last_byte(sampler, downloads)
     lingering = [held for held in held_after if held > 1.0]
 

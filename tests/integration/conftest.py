@@ -1,8 +1,10 @@
 """Fixtures of the integration suite: the demo artifact server as a real subprocess.
 
-Nothing is mocked. ``start_server`` runs ``python -m arkvory_sched.demo serve`` on a free
-loopback port with the ``ARKVORY_*`` variables a test chooses (and none inherited from
-the caller), waits for ``/readyz`` and stops it at teardown (SIGTERM, then SIGKILL).
+Nothing is mocked. ``start_server`` runs ``python -m arkvory_sched.demo serve`` on a
+loopback port the system chooses (``--port 0``, read back from its log: a port picked
+beforehand could be taken by another process first) with the ``ARKVORY_*`` variables a
+test chooses (and none inherited from the caller), waits for ``/readyz`` and stops it at
+teardown (SIGTERM, then SIGKILL).
 Files are written into the served directory with deterministic bytes, so every download
 is checked against a known SHA-256.
 """
@@ -13,9 +15,9 @@ import hashlib
 import json
 import os
 import random
+import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -32,17 +34,39 @@ HOST = "127.0.0.1"
 STARTUP_SECONDS = 30.0
 STOP_SECONDS = 10.0
 POLL_SECONDS = 0.05
+#: How long a test waits for something a quiet machine does at once (a request held, a
+#: slot taken or freed, a line printed): only a hang takes this long, so waiting this
+#: long bounds nothing a test asserts, and a loaded machine never reaches it.
+SETTLE_SECONDS = 30.0
 
 
 # --- small helpers ------------------------------------------------------------------------
 
 
-def free_port(host: str = HOST) -> int:
-    """A TCP port nobody listens on right now (the server binds it with SO_REUSEADDR)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind((host, 0))
-        port: int = probe.getsockname()[1]
-        return port
+#: What uvicorn logs once it listens; with ``--port 0`` it names the port the system chose.
+LISTENING = re.compile(rb"Uvicorn running on http://[^\s:]+:(\d+)")
+
+
+def wait_listening(
+    log_path: Path, offset: int, deadline: float, *, alive: Callable[[], bool]
+) -> int:
+    """The port a server started with ``--port 0`` listens on, read from its log.
+
+    The server binds a port the system chooses (no port picked beforehand, which
+    another process could take first). ``offset`` is where this run's output starts in
+    the log; ``deadline`` is a :func:`time.monotonic` value.
+    """
+    while True:
+        with log_path.open("rb") as log:
+            log.seek(offset)
+            match = LISTENING.search(log.read())
+        if match is not None:
+            return int(match.group(1))
+        if not alive():
+            raise RuntimeError(f"the server exited before it listened ({log_path})")
+        if time.monotonic() >= deadline:
+            raise TimeoutError(f"the server did not listen before the deadline ({log_path})")
+        time.sleep(POLL_SECONDS)
 
 
 def wait_ready(
@@ -127,42 +151,34 @@ def write_pattern_file(path: Path, size: int, seed: str | None = None) -> str:
     return digest.hexdigest()
 
 
-class Background:
-    """Run a function in a thread; :meth:`result` joins it and re-raises its error."""
+class StreamLines:
+    """Collects the lines of a child process's text stream, in a thread, as they come."""
 
-    def __init__(self, target: Callable[[], object], *, delay: float = 0.0) -> None:
-        self._target = target
-        self._delay = delay
-        self._error: BaseException | None = None
-        self._value: object = None
-        self.finished_at: float | None = None
-        self._thread = threading.Thread(target=self._run, daemon=True)
+    def __init__(self, stream: IO[str]) -> None:
+        self.lines: list[str] = []
+        self._stream = stream
+        self._thread = threading.Thread(target=self._read, daemon=True)
         self._thread.start()
 
-    def _run(self) -> None:
-        try:
-            if self._delay:
-                time.sleep(self._delay)
-            self._value = self._target()
-        except BaseException as error:
-            self._error = error
-        finally:
-            self.finished_at = time.monotonic()
+    def _read(self) -> None:
+        with self._stream:  # closed at its end, when the child has exited
+            for line in self._stream:
+                self.lines.append(line.rstrip("\n"))
 
-    def result(self, timeout: float = 60.0) -> object:
+    def text(self) -> str:
+        return "\n".join(self.lines)
+
+    def join(self, timeout: float = STOP_SECONDS) -> str:
+        """Wait for the end of the stream (the child exited); all of its text."""
         self._thread.join(timeout)
-        if self._thread.is_alive():
-            raise TimeoutError("the background task did not finish")
-        if self._error is not None:
-            raise self._error
-        return self._value
+        return self.text()
 
 
 # --- the server ---------------------------------------------------------------------------
 
 
 class DemoServer:
-    """One ``arkvory_sched.demo serve`` process; :meth:`restart` keeps directory and port."""
+    """One ``arkvory_sched.demo serve`` process; :meth:`restart` keeps its directory."""
 
     def __init__(
         self,
@@ -175,8 +191,7 @@ class DemoServer:
     ) -> None:
         self.root = root
         self.log_path = log_path
-        self.port = free_port()
-        self.base_url = f"http://{HOST}:{self.port}"
+        self.port = 0  # the port the running server listens on (chosen by the system)
         self._env = {k: v for k, v in os.environ.items() if not k.startswith("ARKVORY_")}
         self._env.update(env)
         self._env["PYTHONUNBUFFERED"] = "1"
@@ -189,7 +204,7 @@ class DemoServer:
             "--host",
             HOST,
             "--port",
-            str(self.port),
+            "0",
         ]
         if bandwidth is not None:
             self._argv += ["--bandwidth", str(bandwidth)]
@@ -203,12 +218,19 @@ class DemoServer:
         assert self._process is not None, "the server is not running"
         return self._process.pid
 
+    @property
+    def base_url(self) -> str:
+        return f"http://{HOST}:{self.port}"
+
     def url(self, name: str) -> str:
         return f"{self.base_url}/files/{name}"
 
     def start(self) -> None:
+        """Start the process on a port of the system's choosing (a restart gets a new
+        one) and wait until it is ready."""
         assert self._process is None, "already running"
         self._log = self.log_path.open("ab")
+        offset = self._log.tell()
         self._process = subprocess.Popen(
             self._argv,
             env=self._env,
@@ -217,12 +239,12 @@ class DemoServer:
             stderr=subprocess.STDOUT,
         )
         process = self._process
+        deadline = time.monotonic() + STARTUP_SECONDS
         try:
-            wait_ready(
-                f"{self.base_url}/readyz",
-                time.monotonic() + STARTUP_SECONDS,
-                alive=lambda: process.poll() is None,
+            self.port = wait_listening(
+                self.log_path, offset, deadline, alive=lambda: process.poll() is None
             )
+            wait_ready(f"{self.base_url}/readyz", deadline, alive=lambda: process.poll() is None)
         except (RuntimeError, TimeoutError) as error:
             self.stop()
             raise RuntimeError(f"{error}\n--- server log ---\n{self.log_tail()}") from None
@@ -282,7 +304,7 @@ class DemoServer:
                 return float(value)
         return 0.0
 
-    def wait_idle(self, timeout: float = 10.0) -> dict[str, Any]:
+    def wait_idle(self, timeout: float = SETTLE_SECONDS) -> dict[str, Any]:
         """Wait until no session is active, waiting or held; return that readiness."""
         seen: dict[str, Any] = {}
 

@@ -23,6 +23,7 @@ from arkvory_sched.sqlite import load_or_create_ticket_key
 from .conftest import (
     MIB,
     ONE_SLOT,
+    SETTLE_SECONDS,
     DemoServer,
     SlotHolder,
     StartServer,
@@ -87,6 +88,7 @@ def test_a_waiting_download_is_told_where_it_stands(
 
     before = time.time()
     first = waiter.get()
+    after = time.time()
     assert first.status_code == 503
     assert first.headers["content-type"] == "application/problem+json"
     problem = first.json()
@@ -106,7 +108,8 @@ def test_a_waiting_download_is_told_where_it_stands(
     assert problem["startsAt"] == match.group(1)
     ticket = first.headers["arkvory-queue-ticket"]
     assert TICKET.fullmatch(ticket)
-    assert abs(_arrival(ticket) / 1000 - before) < 5
+    # The arrival is the server's wall clock during the request (milliseconds, rounded).
+    assert before - 1 <= _arrival(ticket) / 1000 <= after + 1
 
     second = waiter.get()
     assert second.status_code == 503
@@ -129,13 +132,13 @@ def test_a_waiting_download_is_told_where_it_stands(
         served.append(response)
         return True
 
-    wait_until(admitted, 10.0, "the waiting download to be admitted")
+    wait_until(admitted, SETTLE_SECONDS, "the waiting download to be admitted")
     response = served[0]
     assert response.status_code == 200
     assert hashlib.sha256(response.content).hexdigest() == expected
     assert response.headers["arkvory-download-class"] == "release"
     assert _arrival(response.headers["arkvory-queue-ticket"]) == _arrival(ticket)
-    server.wait_idle(timeout=5.0)
+    server.wait_idle()
 
 
 def test_a_ticket_keeps_the_place_across_a_restart(

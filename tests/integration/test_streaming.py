@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import hashlib
 import io
-import threading
 import time
 import zipfile
 from pathlib import Path
@@ -116,11 +115,14 @@ def _read_archive_over_http(server: DemoServer, demo_root: Path, readahead: int)
         remote = HttpRangeFile(client, server.url("bundle.zip"), readahead=readahead)
         with zipfile.ZipFile(remote) as archive:
             # zipfile read the end of the file first (EOCD, ZIP64 locator, central
-            # directory). That tail read must not have ended the session.
+            # directory). That tail read must not have ended the session: it holds its
+            # slot for 5 s without responses (R-SESS-10), then waits paused, in its place.
             assert remote.requests, "zipfile read nothing"
             assert all(start > 0 for start, _ in remote.requests)
             assert _completed(server) == 0, "the tail read completed the session"
-            assert server.readiness()["active"] == 1
+            readiness = server.readiness()
+            kept = readiness["active"] + readiness["classes"]["release"]["paused"]
+            assert kept == 1, readiness
             assert sorted(archive.namelist()) == sorted(expected)
 
             for index, info in enumerate(archive.infolist()):
@@ -135,7 +137,7 @@ def _read_archive_over_http(server: DemoServer, demo_root: Path, readahead: int)
                     assert _completed(server) == 0
 
     # Every byte has now been delivered once in some range: the session completes.
-    server.wait_idle(timeout=5.0)
+    server.wait_idle()
     assert _completed(server) == 1
 
 
@@ -162,34 +164,6 @@ def _rss_bytes(pid: int) -> int:
     raise RuntimeError(f"no VmRSS for process {pid}")
 
 
-class RssSampler:
-    """Samples a process's resident set every 100 ms in a thread; keeps the peak."""
-
-    def __init__(self, pid: int, interval: float = 0.1) -> None:
-        self._pid = pid
-        self._interval = interval
-        self._stop = threading.Event()
-        self.samples: list[int] = []
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def __enter__(self) -> RssSampler:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self._stop.set()
-        self._thread.join(5.0)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self.samples.append(_rss_bytes(self._pid))
-            self._stop.wait(self._interval)
-
-    @property
-    def peak(self) -> int:
-        return max(self.samples)
-
-
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="needs /proc (Linux)")
 def test_256_mib_streams_through_in_flat_memory(start_server: StartServer, demo_root: Path) -> None:
     size = 256 * MIB
@@ -208,20 +182,21 @@ def test_256_mib_streams_through_in_flat_memory(start_server: StartServer, demo_
 
         digest = hashlib.sha256()
         received = 0
+        # The server's resident set once per MiB received: samples all along the
+        # transfer however fast or slow it runs (a timer could miss a quick one).
+        samples: list[int] = []
         # No id, as the warm-up: one session, which this download completes.
-        with (
-            RssSampler(server.pid) as sampler,
-            client.stream("GET", server.url("huge.bin")) as stream,
-        ):
+        with client.stream("GET", server.url("huge.bin")) as stream:
             assert stream.status_code == 200
             assert stream.headers["content-length"] == str(size)
             for chunk in stream.iter_bytes(MIB):
                 digest.update(chunk)
                 received += len(chunk)
+                samples.append(_rss_bytes(server.pid))
 
     assert received == size
     assert digest.hexdigest() == expected
-    assert len(sampler.samples) >= 3, "the download was too quick to sample"
-    growth = sampler.peak - baseline
+    assert len(samples) >= size // MIB
+    growth = max(samples) - baseline
     assert growth < 64 * MIB, f"server RSS grew by {growth / MIB:.1f} MiB"
-    server.wait_idle(timeout=5.0)
+    server.wait_idle()

@@ -20,7 +20,6 @@ the buffers it read; buffers, unlike times, do not move with the machine's load.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field, replace
@@ -28,6 +27,7 @@ from typing import Any
 
 import asyncpg
 import pytest
+from benchmarks.pg_burst import burst
 
 from arkvory_sched import (
     Admitted,
@@ -51,7 +51,6 @@ pytestmark = [
 
 BEFORE = 2_048
 BURST = 30_720
-SHARDS = 16  # queue_admitted's shards (migration 0004)
 NEVER_ANALYSED = (
     "SELECT last_analyze IS NULL AND last_autoanalyze IS NULL FROM pg_stat_user_tables"
     " WHERE relid = 'download_session'::regclass"
@@ -258,45 +257,3 @@ async def poll_cost(
     assert isinstance(await scheduler.admit(polling), Queued)
     await asyncio.sleep(0)  # the listener hears a statement's plan a turn after it
     return log.top_level_buffers()
-
-
-async def burst(conn: asyncpg.Connection, start: int, count: int) -> None:
-    """``count`` newcomers of as many new principals in one statement, with the counts
-    an admission keeps (``principal_load``, ``principal_round``, ``queue_admitted``), in
-    the class's next round and later than everyone: behind every waiter."""
-    round_after = await conn.fetchval("SELECT max(order_key) FROM download_session")
-    now = await conn.fetchval("SELECT max(arrival) FROM download_session")
-    keys = [hashlib.sha256(b"burst-%d" % n).digest() for n in range(start, start + count)]
-    shards = [0] * SHARDS
-    for key in keys:
-        shards[key[0] % SHARDS] += 1
-    async with conn.transaction():
-        await conn.execute(
-            "INSERT INTO download_session (session_key, principal, base_class, queue_rank,"
-            " has_id, object_size, state, arrival, arrival_wall_ms, order_key, aging_since,"
-            " promote_at, waiting_since, check_at, no_show_at, last_activity)"
-            " SELECT k.key, 'burst-' || k.n, 1, 1, true, 1073741824, 0, $2 + k.n * 1e-6,"
-            " 1800000000000, $3, $2, NULL, $2, $2 + 300, $2 + 3600, $2"
-            " FROM unnest($1::bytea[]) WITH ORDINALITY AS k(key, n)",
-            keys,
-            now,
-            round_after,
-        )
-        await conn.execute(
-            "INSERT INTO principal_load (principal, sessions)"
-            " SELECT 'burst-' || n, 1 FROM generate_series(1, $1) AS n",
-            count,
-        )
-        await conn.execute(
-            "INSERT INTO principal_round (queue_rank, principal, last_tag)"
-            " SELECT 1, 'burst-' || n, $2 FROM generate_series(1, $1) AS n",
-            count,
-            round_after,
-        )
-        await conn.execute(
-            "UPDATE queue_admitted AS a SET sessions = a.sessions + f.added"
-            " FROM unnest($1::smallint[], $2::bigint[]) AS f(shard, added)"
-            " WHERE a.shard = f.shard",
-            list(range(SHARDS)),
-            shards,
-        )
