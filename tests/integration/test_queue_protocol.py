@@ -54,6 +54,8 @@ class Client:
     name: str
     download_id: str
     ticket: str | None = None
+    due: float = 0.0
+    """When its last place is up (monotonic): an earlier poll is told it again (ADR 0029)."""
 
     def get(
         self, headers: Mapping[str, str] | None = None, *, ticket: str | None = None
@@ -66,10 +68,15 @@ class Client:
         issued = response.headers.get("arkvory-queue-ticket")
         if issued is not None:
             self.ticket = issued
+        if "arkvory-queue-position" in response.headers:
+            self.due = time.monotonic() + int(response.headers["retry-after"])
         return response
 
     def position(self) -> int:
-        """Poll once; the download must still be waiting, at a known place."""
+        """Poll once when told to, as a protocol client does (a poll before then is told
+        its last place again, ADR 0029); the download must still be waiting, at a known
+        place. A newcomer's answer has no place, and its next poll is decided at once."""
+        time.sleep(max(0.0, self.due - time.monotonic()))
         response = self.get()
         assert response.status_code == 503, response.text
         assert response.json()["reason"] == "download_queued"

@@ -305,10 +305,8 @@ class QueueLeader:
         order of the fair queue: stride between classes, round-robin within a class;
         a class outside its windows only within its share (R-WIN-2)."""
         active_rows = await conn.fetch(tick_sql.ACTIVE_FOR_ESTIMATE)
-        # The leader's own seconds as they are now (a heartbeat's would make the marks
-        # depend on the machine's pace), the others' as of their heartbeats (ADR 0017);
-        # the fleet's rate is the peak of the seconds summed over the fleet (ADR 0027,
-        # 0028).
+        # The leader's own seconds as of now, the others' as of their heartbeats (ADR
+        # 0017); the fleet's rate is the peak of their per-second sums (ADR 0027, 0028).
         local_rate, (first, seconds) = local
         fleet = await conn.fetchrow(
             tick_sql.FLEET_SECONDS,
