@@ -27,13 +27,12 @@ from typing import Any
 
 import asyncpg
 import pytest
-from benchmarks.pg_burst import burst
+from benchmarks.pg_burst import burst, request
 
 from arkvory_sched import (
     Admitted,
     Delivered,
     DownloadRequest,
-    PrincipalKind,
     Queued,
     SchedulerSettings,
 )
@@ -127,17 +126,6 @@ def _nodes(node: dict[str, Any]) -> Iterator[dict[str, Any]]:
     yield node
     for child in node.get("Plans", ()):
         yield from _nodes(child)
-
-
-def request(number: int) -> DownloadRequest:
-    return DownloadRequest(
-        principal=f"ci-{number % 500}",
-        principal_kind=PrincipalKind.SERVICE,
-        object_id=f"artifact-{number}",
-        object_size=1 << 30,
-        download_id=f"dl-{number}",
-        client_address="192.0.2.1",
-    )
 
 
 @pytest.fixture
