@@ -17,7 +17,7 @@ from dataclasses import replace
 
 import pytest
 
-from arkvory_sched import DownloadRequest, DownloadScheduler, Interrupted, Queued
+from arkvory_sched import Admitted, DownloadRequest, DownloadScheduler, Interrupted, Queued
 from arkvory_sched.policy import EARLY_POLL_MIN_SECONDS
 from arkvory_sched.testing import FakeClock
 
@@ -27,13 +27,14 @@ from .conftest import MakeScheduler, contract_settings
 pytestmark = pytest.mark.anyio
 
 
-async def busy(make_scheduler: MakeScheduler) -> tuple[DownloadScheduler, FakeClock]:
-    """Both slots held by long downloads: whoever comes next waits."""
+async def busy(make_scheduler: MakeScheduler) -> tuple[DownloadScheduler, FakeClock, Admitted]:
+    """Both slots held by long downloads: whoever comes next waits. The first
+    holder's grant is returned, for a test that lets it go."""
     clock = FakeClock()
     scheduler = await make_scheduler(contract_settings(), clock=clock)
-    await admitted(scheduler, big("holder-1", "dl-h1", size=64 * 1024**3))
+    holder = await admitted(scheduler, big("holder-1", "dl-h1", size=64 * 1024**3))
     await admitted(scheduler, big("holder-2", "dl-h2", size=64 * 1024**3))
-    return scheduler, clock
+    return scheduler, clock, holder
 
 
 async def poll(scheduler: DownloadScheduler, request: DownloadRequest, answer: Queued) -> Queued:
@@ -57,7 +58,7 @@ def as_told_again(early: Queued, told: Queued, seconds_left: float) -> None:
 async def test_an_early_poll_is_told_the_same_with_the_time_left(
     make_scheduler: MakeScheduler,
 ) -> None:
-    scheduler, clock = await busy(make_scheduler)
+    scheduler, clock, _ = await busy(make_scheduler)
     waiter = big("ci-bot", "dl-waiter")
     newcomer = await queued(scheduler, waiter)
     clock.advance(0.5)
@@ -80,10 +81,7 @@ async def test_an_early_poll_is_told_the_same_with_the_time_left(
 async def test_a_waiter_marked_for_a_free_slot_takes_it_however_early(
     make_scheduler: MakeScheduler,
 ) -> None:
-    clock = FakeClock()
-    scheduler = await make_scheduler(contract_settings(), clock=clock)
-    holder = await admitted(scheduler, big("holder-1", "dl-h1", size=64 * 1024**3))
-    await admitted(scheduler, big("holder-2", "dl-h2", size=64 * 1024**3))
+    scheduler, clock, holder = await busy(make_scheduler)
     waiter = big("ci-bot", "dl-waiter")
     newcomer = await queued(scheduler, waiter)
     clock.advance(2.0)
@@ -101,7 +99,7 @@ async def test_a_waiter_marked_for_a_free_slot_takes_it_however_early(
 async def test_another_ticket_no_id_or_new_settings_are_decided_anew(
     make_scheduler: MakeScheduler,
 ) -> None:
-    scheduler, clock = await busy(make_scheduler)
+    scheduler, clock, _ = await busy(make_scheduler)
     waiter = big("ci-bot", "dl-waiter")
     newcomer = await queued(scheduler, waiter)
     clock.advance(2.0)
