@@ -33,7 +33,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import cast
 
-from ._classes import DownloadClass, PrincipalKind, default_class
+from ._classes import DownloadClass, PrincipalKind
 from ._exceptions import SettingsError
 from ._settings_env import read_environment
 from ._settings_fields import (
@@ -48,7 +48,8 @@ from ._settings_fields import (
     derived_per_principal,
     derived_reserve,
 )
-from ._settings_policy import ClassSchedule, ClassSchedules, PrincipalClasses
+from ._settings_policy import PrincipalClasses
+from .policy import AdmissionRules, ClassSchedule, ClassSchedules, base_class_of
 
 __all__ = ["MIB", "OPERATOR_FIELDS", "SchedulerSettings", "Strategy"]
 
@@ -92,8 +93,9 @@ class SchedulerSettings:
     # Which of the derivable fields follow their rule rather than an explicit value;
     # kept so that a later change of ``sessions`` can re-apply the rule (R-SET-2).
     _derived: frozenset[str] = field(init=False, repr=False, compare=False)
-    # service_account_classes as a dict: looked up on every admission.
-    _class_of_principal: Mapping[str, DownloadClass] = field(init=False, repr=False, compare=False)
+    # What the policy reads to plan a request, built once per change: plain values, so
+    # the policy needs nothing of the settings (service_account_classes as a dict).
+    _admission_rules: AdmissionRules = field(init=False, repr=False, compare=False)
 
     def __init__(
         self,
@@ -147,11 +149,12 @@ class SchedulerSettings:
         the class the host's resolver gave, or the default of its kind (R-CLASS-2).
         People are never listed: their class is the host's business.
         """
-        if kind is not PrincipalKind.PERSON:
-            listed = self._class_of_principal.get(principal)
-            if listed is not None:
-                return listed
-        return given or default_class(kind)
+        return base_class_of(self._admission_rules, principal, kind, given)
+
+    @property
+    def admission_rules(self) -> AdmissionRules:
+        """What the policy reads to plan a request (``policy.plan_request``)."""
+        return self._admission_rules
 
     @property
     def derived_fields(self) -> frozenset[str]:
@@ -272,4 +275,7 @@ class SchedulerSettings:
                 marks.add(setting.name)
             object.__setattr__(self, setting.name, setting.check(setting.name, value, self))
         object.__setattr__(self, "_derived", frozenset(marks))
-        object.__setattr__(self, "_class_of_principal", dict(self.service_account_classes))
+        rules = AdmissionRules(
+            self.strategy, self.session_min_bytes, dict(self.service_account_classes)
+        )
+        object.__setattr__(self, "_admission_rules", rules)

@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from enum import Enum, StrEnum
+from enum import Enum
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Final
 
@@ -43,6 +43,7 @@ from ._settings_policy import (
     parse_json_setting,
     principal_classes_json,
 )
+from .policy import Strategy
 
 if TYPE_CHECKING:
     from ._settings import SchedulerSettings
@@ -72,14 +73,6 @@ _MAX_RANGES_PER_SESSION: Final = 64
 _MAX_WAIT_SECONDS: Final = 3600.0
 _MAX_AGING_MINUTES: Final = 10_080.0  # a week: beyond that aging is off in all but name
 _SHOWN_CHARS: Final = 60
-
-
-class Strategy(StrEnum):
-    """How waiting downloads are ordered (R-STRAT); switchable at run time."""
-
-    ORDERED = "ordered"
-    SMALLEST_FIRST = "smallest-first"
-    SHARED = "shared"
 
 
 class Scope(Enum):

@@ -22,16 +22,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 from ._classes import DownloadClass
 from ._exceptions import SettingsError
 from ._settings_parsing import UnparsableError
-
-if TYPE_CHECKING:
-    # The policy package reads the settings, so it is imported where it is used.
-    from .policy import ClassWindow
+from .policy import WEEKDAYS, ClassSchedule, ClassSchedules, parse_windows
 
 __all__ = [
     "ClassSchedule",
@@ -49,28 +45,12 @@ _MAX_WINDOWS: Final = 32
 _MAX_NAME: Final = 256
 
 
-@dataclass(frozen=True, slots=True)
-class ClassSchedule:
-    """When one class runs: its windows, and the share of slots it may hold outside them.
-
-    ``outside_share`` is a fraction of ``sessions``: outside its windows the class
-    holds at most ``floor(outside_share × sessions)`` slots (0: none at all).
-    """
-
-    windows: tuple[ClassWindow, ...]
-    outside_share: float = 0.0
-
-
-#: Schedules by class, most urgent first; only classes an operator gave windows.
-ClassSchedules = tuple[tuple[DownloadClass, ClassSchedule], ...]
 #: Operator-set base classes by principal name, sorted by name.
 PrincipalClasses = tuple[tuple[str, DownloadClass], ...]
 
 
 def check_class_windows(name: str, value: object, earlier: object) -> ClassSchedules:
     """``classWindows`` as the scheduler reads it, or :class:`SettingsError` naming the spot."""
-    from .policy import parse_windows  # noqa: PLC0415 (see the TYPE_CHECKING import)
-
     if isinstance(value, tuple):
         return value  # produced by this check before (``with_changes`` passes it back)
     if not isinstance(value, Mapping):
@@ -120,8 +100,6 @@ def check_principal_classes(name: str, value: object, earlier: object) -> Princi
 
 def class_windows_json(value: object) -> object:
     """``classWindows`` back in the record's JSON shape."""
-    from .policy import WEEKDAYS  # noqa: PLC0415 (see the TYPE_CHECKING import)
-
     schedules: ClassSchedules = value  # type: ignore[assignment]
     return {
         cls.value: {

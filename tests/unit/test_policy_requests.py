@@ -22,9 +22,9 @@ def test_a_download_id_is_one_to_128_printable_characters() -> None:
 def test_only_large_objects_outside_shared_are_sessions() -> None:
     settings = SchedulerSettings()
     above = settings.session_min_bytes + 1
-    assert uses_sessions(settings, above)
-    assert not uses_sessions(settings, settings.session_min_bytes)
-    assert not uses_sessions(settings.with_changes(strategy=Strategy.SHARED), above)
+    assert uses_sessions(settings.admission_rules, above)
+    assert not uses_sessions(settings.admission_rules, settings.session_min_bytes)
+    assert not uses_sessions(settings.with_changes(strategy=Strategy.SHARED).admission_rules, above)
 
 
 def test_tail_reads_do_not_set_the_start() -> None:

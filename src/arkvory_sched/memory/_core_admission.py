@@ -39,7 +39,7 @@ class CoreAdmission(CoreEstimates):
             request.principal, request.principal_kind, request.base_class
         )
         cls = applied_class(base, request.requested_class)
-        sessions = uses_sessions(self._settings, request.object_size)
+        sessions = uses_sessions(self._settings.admission_rules, request.object_size)
         key: bytes | None = None
         if sessions or self._holds_slot(request.principal):
             # A small object hashes no key unless its principal holds a slot: only then
@@ -126,7 +126,7 @@ class CoreAdmission(CoreEstimates):
         if self._closed:
             return None  # admit answers shutting down, or lets an active session finish
         base_class = self._settings.base_class_of(principal, principal_kind, base_class)
-        if uses_sessions(self._settings, object_size):
+        if uses_sessions(self._settings.admission_rules, object_size):
             session = self._sessions.get(
                 self._keys.key(principal, object_id, download_id, client_address)
             )

@@ -3,14 +3,20 @@
 Nothing here keeps state, reads a clock or touches storage: time comes in as ``now``,
 and a store gathers the values a rule needs — the in-memory store from its live
 structures, the PostgreSQL store from a snapshot and a few rows — and applies the
-result (ADR 0016). A rule changed here changes for both stores at once.
+result (ADR 0016). A rule changed here changes for both stores at once. It stands on
+the ground floor: it imports nothing of the package but plain values (``_classes``,
+``_model``, ``_exceptions``, ``_session_keys``), and the settings hand it plain
+arguments (a test holds the import graph to that).
 
 - :mod:`._constants`: every constant of the design.
 - :mod:`._order`: service order between classes (stride) and within one, aging.
 - :mod:`._slots`: slot eligibility, the marking budget and marks, preemption.
 - :mod:`._estimates`: start estimates, ``checkAt`` and Retry-After values.
-- :mod:`._requests`: download ids, session admission, the start of a download.
-- :mod:`._windows`: operator windows of a class in wall time of a zone (R-WIN-2).
+- :mod:`._requests`: one request's plan (its id, class, per session or per request,
+  the arrival its ticket keeps), the strategies, the start of a download.
+- :mod:`._places`: how far a poll counts its place exactly.
+- :mod:`._windows`: operator windows of a class in wall time of a zone, and a class's
+  schedule (R-WIN-2).
 - :mod:`._gate`: which classes may take a slot now by their windows, and estimates
   moved into the windows (R-WIN-2, R-EST-2).
 - :mod:`._forecast`: when the queue empties and why a class is not draining (R-VIS-2).
@@ -91,7 +97,19 @@ from ._order import (
     stride_ahead,
     strides_of,
 )
-from ._requests import sets_start, uses_sessions, validated_download_id
+from ._places import PLACE_BUCKET, exact_head
+from ._requests import (
+    AdmissionRules,
+    RequestPlan,
+    Strategy,
+    base_class_of,
+    plan_of,
+    plan_request,
+    sets_start,
+    ticket_arrival,
+    uses_sessions,
+    validated_download_id,
+)
 from ._slots import (
     MarkBudget,
     YieldCandidate,
@@ -107,6 +125,8 @@ from ._slots import (
 )
 from ._windows import (
     WEEKDAYS,
+    ClassSchedule,
+    ClassSchedules,
     ClassWindow,
     is_open,
     next_closing,
@@ -137,6 +157,7 @@ __all__ = [
     "NEWCOMER_CHECK_SECONDS",
     "NO_SHOW_MARGIN_SECONDS",
     "PAUSE_RETENTION_SECONDS",
+    "PLACE_BUCKET",
     "PREEMPT_MIN_HOLD_SECONDS",
     "ROUND_HISTORY_SECONDS",
     "SHUTDOWN_RETRY_SECONDS",
@@ -145,19 +166,25 @@ __all__ = [
     "TAIL_ONLY_HOLD_SECONDS",
     "TICKET_REUSE_SECONDS",
     "WEEKDAYS",
+    "AdmissionRules",
     "ClassGate",
+    "ClassSchedule",
+    "ClassSchedules",
     "ClassWindow",
     "ClassWork",
     "Forecast",
     "MarkBudget",
+    "RequestPlan",
     "Stall",
     "StallReason",
     "StartEstimate",
+    "Strategy",
     "WindowEstimate",
     "YieldCandidate",
     "YieldHead",
     "YieldHolder",
     "backup_may_take_slot",
+    "base_class_of",
     "busy_retry_after",
     "caught_up",
     "check_delay",
@@ -171,6 +198,7 @@ __all__ = [
     "estimate_interval",
     "estimate_rate",
     "estimate_start",
+    "exact_head",
     "finish_table",
     "finishing_soon",
     "forecast_empty",
@@ -186,6 +214,8 @@ __all__ = [
     "over_share_with_contenders",
     "parse_windows",
     "passable_classes",
+    "plan_of",
+    "plan_request",
     "promote_at",
     "queued_retry_after",
     "request_retry_after",
@@ -197,6 +227,7 @@ __all__ = [
     "stride_ahead",
     "strides_of",
     "take_room",
+    "ticket_arrival",
     "uses_sessions",
     "validated_download_id",
     "wall_instant",

@@ -19,12 +19,9 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
-from ._windows import is_open, next_opening, open_intervals
-
-if TYPE_CHECKING:
-    from .._settings_policy import ClassSchedule
+from ._windows import ClassSchedule, is_open, next_opening, open_intervals
 
 __all__ = [
     "FORECAST_HORIZON_SECONDS",

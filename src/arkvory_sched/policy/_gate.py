@@ -21,9 +21,15 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .._settings_policy import ClassSchedule, ClassSchedules
 from ._constants import AGING_CAP_RANK, CLASS_COUNT, JITTER_HIGH, MIN_CHECK_SECONDS
-from ._windows import ClassWindow, is_open, next_closing, next_opening
+from ._windows import (
+    ClassSchedule,
+    ClassSchedules,
+    ClassWindow,
+    is_open,
+    next_closing,
+    next_opening,
+)
 
 __all__ = [
     "ClassGate",

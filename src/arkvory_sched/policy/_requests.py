@@ -1,23 +1,78 @@
-"""Rules on one request and one session's ranges: the id, the admission, the start.
+"""Rules on one request and one session's ranges: the plan, the id, the start.
 
-R-CLIENT-6 (download ids), R-SESS-3 and R-STRAT-4 (which objects are sessions) and
-R-SESS-8 (which ranges tell where a download started).
+One request is decided once, here, for every admission path of every store: its
+download id (R-CLIENT-6), its class (R-CLASS-2, R-CLASS-6), whether it is admitted
+per session or per request (R-SESS-3, R-STRAT-4) and, for a newcomer, the arrival its
+queue ticket keeps (R-RES-5). R-SESS-8 says which ranges tell where a download started.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
+from enum import StrEnum
+from typing import NamedTuple
 
+from .._classes import DownloadClass, PrincipalKind, applied_class, default_class
 from .._exceptions import InvalidRequestError
-from .._model import ByteRange, RangeKind
+from .._model import ByteRange, DownloadRequest, RangeKind
 from .._session_keys import MAX_DOWNLOAD_ID_LENGTH
-from .._settings import SchedulerSettings, Strategy
 
-__all__ = ["sets_start", "uses_sessions", "validated_download_id"]
+__all__ = [
+    "AdmissionRules",
+    "RequestPlan",
+    "Strategy",
+    "base_class_of",
+    "plan_of",
+    "plan_request",
+    "sets_start",
+    "ticket_arrival",
+    "uses_sessions",
+    "validated_download_id",
+]
+
+
+class Strategy(StrEnum):
+    """How waiting downloads are ordered (R-STRAT); switchable at run time."""
+
+    ORDERED = "ordered"
+    SMALLEST_FIRST = "smallest-first"
+    SHARED = "shared"
+
+
+class AdmissionRules(NamedTuple):
+    """What planning a request reads of the settings, as plain values.
+
+    The settings build it once per change (``SchedulerSettings.admission_rules``), so
+    a request costs no lookups through the settings object.
+    """
+
+    strategy: Strategy
+    session_min_bytes: int
+    #: Operator-set base classes by principal (R-CLASS-6): service accounts and links.
+    listed_classes: Mapping[str, DownloadClass]
+
+
+class RequestPlan(NamedTuple):
+    """How one GET is admitted, decided once before any store looks at its queue.
+
+    A tuple, not a dataclass: it is made on every request, the fast path included.
+    """
+
+    #: The client's download id, checked (R-CLIENT-6); ``None`` for a tool without one.
+    download_id: str | None
+    #: The class before a header lowers it (R-CLASS-6).
+    base_class: DownloadClass
+    #: The class the request is admitted in (a header may only lower it).
+    download_class: DownloadClass
+    #: Admitted as a download session (``True``) or per request (R-SESS-3, R-STRAT-4).
+    per_session: bool
+
 
 _DOWNLOAD_ID = re.compile(r"[A-Za-z0-9._:~+/=-]+")
 _BOUNDED = RangeKind.BOUNDED
 _SHARED = Strategy.SHARED
+_PERSON = PrincipalKind.PERSON
 
 
 def validated_download_id(value: str | None) -> str | None:
@@ -33,10 +88,72 @@ def validated_download_id(value: str | None) -> str | None:
     return value
 
 
-def uses_sessions(settings: SchedulerSettings, size: int) -> bool:
+def uses_sessions(rules: AdmissionRules, size: int) -> bool:
     """Whether an object of ``size`` is admitted as a download session (R-SESS-3): not
     under ``shared``, and only above the session threshold."""
-    return settings.strategy is not _SHARED and size > settings.session_min_bytes
+    return rules.strategy is not _SHARED and size > rules.session_min_bytes
+
+
+def base_class_of(
+    rules: AdmissionRules, principal: str, kind: PrincipalKind, given: DownloadClass | None
+) -> DownloadClass:
+    """The class a principal is admitted in before any header lowers it (R-CLASS-6).
+
+    A service account or link the operator listed gets the listed class; otherwise
+    the class the host's resolver gave, or the default of its kind (R-CLASS-2).
+    People are never listed: their class is the host's business.
+    """
+    if kind is not _PERSON:
+        listed = rules.listed_classes.get(principal)
+        if listed is not None:
+            return listed
+    return given or default_class(kind)
+
+
+def plan_request(
+    rules: AdmissionRules,
+    principal: str,
+    kind: PrincipalKind,
+    given_class: DownloadClass | None,
+    requested_class: str | None,
+    download_id: str | None,
+    object_size: int,
+) -> RequestPlan:
+    """Decide how one GET is admitted; the one place every admission path asks.
+
+    Raises :class:`InvalidRequestError` naming the field for a malformed download id
+    or an unknown requested class, before any store has counted the request.
+    """
+    checked_id = validated_download_id(download_id)
+    base = base_class_of(rules, principal, kind, given_class)
+    cls = base if requested_class is None else applied_class(base, requested_class)
+    return RequestPlan(checked_id, base, cls, uses_sessions(rules, object_size))
+
+
+def plan_of(rules: AdmissionRules, request: DownloadRequest) -> RequestPlan:
+    """:func:`plan_request` for a whole :class:`DownloadRequest`."""
+    return plan_request(
+        rules,
+        request.principal,
+        request.principal_kind,
+        request.base_class,
+        request.requested_class,
+        request.download_id,
+        request.object_size,
+    )
+
+
+def ticket_arrival(signed_ms: int | None, now: float, now_ms: int) -> tuple[float, int]:
+    """The arrival a newcomer keeps: its ticket's, when it carries a valid one (R-RES-5).
+
+    ``signed_ms`` is the arrival a verified ticket for this session signed (wall
+    milliseconds), or ``None``. A ticket from the future (a wall clock stepped back)
+    keeps nothing. Returns the arrival on the queue's monotonic clock and in wall
+    milliseconds: the ticket's age is carried over from one to the other.
+    """
+    if signed_ms is None or signed_ms > now_ms:
+        return now, now_ms
+    return now - (now_ms - signed_ms) / 1000.0, signed_ms
 
 
 def sets_start(

@@ -21,10 +21,13 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from .._classes import DownloadClass
 from .._exceptions import SettingsError
 
 __all__ = [
     "WEEKDAYS",
+    "ClassSchedule",
+    "ClassSchedules",
     "ClassWindow",
     "is_open",
     "next_closing",
@@ -67,6 +70,22 @@ class ClassWindow:
                     found.append((opens, closes))
             day += timedelta(days=1)
         return found
+
+
+@dataclass(frozen=True, slots=True)
+class ClassSchedule:
+    """When one class runs: its windows, and the share of slots it may hold outside them.
+
+    ``outside_share`` is a fraction of ``sessions``: outside its windows the class
+    holds at most ``floor(outside_share × sessions)`` slots (0: none at all).
+    """
+
+    windows: tuple[ClassWindow, ...]
+    outside_share: float = 0.0
+
+
+#: Schedules by class, most urgent first; only classes an operator gave windows.
+ClassSchedules = tuple[tuple[DownloadClass, ClassSchedule], ...]
 
 
 def wall_instant(day: date, wall: time, zone: ZoneInfo) -> float:

@@ -26,6 +26,7 @@ from ..policy import (
     CLASS_COUNT,
     MARK_SCAN_SLACK,
     PAUSE_RETENTION_SECONDS,
+    PLACE_BUCKET,
     TAIL_ONLY_HOLD_SECONDS,
     ClassGate,
     YieldCandidate,
@@ -35,6 +36,7 @@ from ..policy import (
     choose_victim,
     current_gate,
     estimate_rate,
+    exact_head,
     finish_table,
     finishing_soon,
     marking_budget,
@@ -52,9 +54,6 @@ __all__ = ["PLACE_BUCKET", "LeaderOutcome", "QueueLeader", "exact_head"]
 log = logging.getLogger("arkvory_sched.postgres")
 
 ROUND_CLEANUP_SECONDS = 60.0
-# The place buckets' size (ADR 0020): a poll counts at most about twice this many
-# waiters of its own bucket; the leader's fold touches one row per bucket.
-PLACE_BUCKET = 1024
 # The most changes one fold takes: a burst (a migration of a long queue, a strategy
 # switch that gives every waiter a new key) is folded over several ticks, each well
 # inside the statement timeout, while positions lag by what is not folded yet.
@@ -68,16 +67,6 @@ ANALYSE_FROM_SESSIONS = 4096
 # that leaves or ages at once is handled over several ticks, each inside the statement
 # timeout, where one tick for all of them would fail every time (ADR 0020).
 TICK_BATCH = 8192
-
-
-def exact_head(sessions: int) -> int:
-    """Below this many waiters ahead of its bucket, a poll counts its place exactly.
-
-    Twice the waiters the next ticks can serve (twice ``2 × sessions``), and never less
-    than a bucket: the first ``2 × sessions`` of a class see their exact place unless
-    more than that many waiters ahead of them left within one tick.
-    """
-    return max(4 * sessions, PLACE_BUCKET)
 
 
 @dataclass(frozen=True, slots=True)

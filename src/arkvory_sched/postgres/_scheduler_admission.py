@@ -82,7 +82,7 @@ class SchedulerAdmission(SchedulerClaims):
             request.principal, request.principal_kind, request.base_class
         )
         cls = applied_class(base, request.requested_class)
-        if not uses_sessions(self._settings, request.object_size):
+        if not uses_sessions(self._settings.admission_rules, request.object_size):
             decision = self._requests.admit(request.principal, cls, request.effective_range)
             if isinstance(decision, PendingRequest):
                 return await self._requests.wait(
