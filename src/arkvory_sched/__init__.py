@@ -7,7 +7,14 @@ from __future__ import annotations
 
 from ._classes import DownloadClass, PrincipalKind, applied_class, default_class
 from ._clock import Clock, SystemClock
-from ._exceptions import ArkvoryError, ConfigurationError, InvalidRequestError, SettingsError
+from ._exceptions import (
+    ArkvoryError,
+    ConfigurationError,
+    InvalidRequestError,
+    RevisionMismatchError,
+    SettingsError,
+    SettingsUnavailableError,
+)
 from ._model import (
     Admission,
     Admitted,
@@ -32,22 +39,21 @@ from ._model import (
 from ._own_downloads import DownloadState, OwnDownload, OwnDownloads
 from ._port import DownloadScheduler, FastGrant, FastPath
 from ._queue_state import ActiveSession, ClassQueue, QueueState
-from ._settings import SchedulerSettings, Strategy
-from ._settings_keeper import SettingsKeeper
-from ._settings_store import (
-    AuditEntry,
-    AuditOutcome,
-    RevisionMismatchError,
-    SettingsStore,
-    SettingsUnavailableError,
-    StoredSettings,
-)
 from ._target import DownloadTarget, Resolver
 from ._tickets import TicketSigner, generate_key
 from ._ticking import next_tick_delay, run_tick_loop
 from .asgi import DownloadSchedulerMiddleware
 from .memory import InMemoryDownloadScheduler
 from .observability import metrics_app, readiness_app
+from .settings import (
+    AuditEntry,
+    AuditOutcome,
+    SchedulerSettings,
+    SettingsKeeper,
+    SettingsStore,
+    StoredSettings,
+    Strategy,
+)
 
 __all__ = [
     "ActiveSession",

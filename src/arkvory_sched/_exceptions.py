@@ -7,16 +7,16 @@ The whole tree (every class is raised somewhere; a test checks both)::
     │   └── ConfigurationError   … and it came from an environment variable (``variable``)
     ├── InvalidRequestError      a request field is malformed (``field``) — HTTP 400
     ├── MigrationError           a migration failed (``version``)      [arkvory_sched.postgres]
-    ├── RevisionMismatchError    the settings record moved on — HTTP 409 [_settings_store]
-    └── SettingsUnavailableError the settings store cannot be reached — HTTP 503 [_settings_store]
+    ├── RevisionMismatchError    the settings record moved on — HTTP 409
+    └── SettingsUnavailableError the settings store cannot be reached — HTTP 503
 
 ``MigrationError`` is defined and exported by ``arkvory_sched.postgres``, beside the
-storage it belongs to. The two settings-store errors are defined with the store port
-(``_settings_store``) and exported here: every store raises them, and each store turns
-its driver's errors (asyncpg, sqlite3) into ``SettingsUnavailableError`` at its boundary.
+storage it belongs to. Every settings store raises the two settings-store errors, and
+each turns its driver's errors (asyncpg, sqlite3) into ``SettingsUnavailableError`` at
+its boundary.
 
 Nothing else leaves the package through its public API. The text parsers' own
-``UnparsableError`` (a ``ValueError``, in ``_settings_parsing``) is turned into a
+``UnparsableError`` (a ``ValueError``, in ``settings._parsing``) is turned into a
 :class:`ConfigurationError` by ``SchedulerSettings.from_env``. A closed scheduler raises
 nothing: it answers ``503`` busy (R-RES-4). A broken or missing statement file of the
 PostgreSQL store makes importing it fail with ``StatementError``
@@ -29,7 +29,9 @@ __all__ = [
     "ArkvoryError",
     "ConfigurationError",
     "InvalidRequestError",
+    "RevisionMismatchError",
     "SettingsError",
+    "SettingsUnavailableError",
 ]
 
 
@@ -63,3 +65,30 @@ class InvalidRequestError(ArkvoryError, ValueError):
         super().__init__(f"{field}: {message}")
         self.field = field
         self.message = message
+
+
+class RevisionMismatchError(ArkvoryError):
+    """The record changed since the caller read it; the API answers ``409``.
+
+    ``current`` and ``updated_by`` let the caller show the operator who changed it
+    (or read again and retry) without another round trip to find out.
+    """
+
+    def __init__(self, expected: int, current: int, updated_by: str | None = None) -> None:
+        by = f" (changed by {updated_by})" if updated_by else ""
+        super().__init__(
+            f"the settings are at revision {current}{by}, not the expected revision "
+            f"{expected}; read them again and reapply the change"
+        )
+        self.expected = expected
+        self.current = current
+        self.updated_by = updated_by
+
+
+class SettingsUnavailableError(ArkvoryError):
+    """The store cannot be read or written now (database down, file locked too long).
+
+    Each store turns its driver's errors into this one at its boundary, so the keeper
+    and the API handle one exception whatever the store: the keeper keeps the running
+    settings and tries again, the API answers ``503``.
+    """

@@ -28,7 +28,7 @@ from ._model import (
 )
 from ._own_downloads import OWN_DOWNLOADS_LIMIT, OwnDownloads
 from ._queue_state import QueueState
-from ._settings import SchedulerSettings
+from .settings import SchedulerSettings
 
 __all__ = ["DownloadScheduler", "FastGrant", "FastPath"]
 

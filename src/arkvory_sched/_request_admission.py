@@ -43,8 +43,8 @@ from ._model import (
 )
 from ._rate import PeakRateMeter
 from ._request_queue import RequestQueue
-from ._settings import SchedulerSettings
 from .policy import SHUTDOWN_RETRY_SECONDS, request_retry_after
+from .settings import SchedulerSettings
 
 __all__ = [
     "PendingRequest",

@@ -34,9 +34,9 @@ from starlette.requests import Request
 from starlette.routing import Mount
 
 from arkvory_sched import InMemoryDownloadScheduler, SchedulerSettings, SettingsKeeper
-from arkvory_sched._settings_store import SettingsStore
 from arkvory_sched.api import API_PREFIX, Identity, operator_api
 from arkvory_sched.postgres import PostgresSettingsStore
+from arkvory_sched.settings._store import SettingsStore
 from arkvory_sched.testing import FakeClock
 from tests.integration.conftest import DemoServer
 from tests.pg import drop_schema, new_schema, require_database

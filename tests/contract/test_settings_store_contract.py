@@ -33,8 +33,8 @@ from arkvory_sched import (
     SettingsKeeper,
     SettingsStore,
 )
-from arkvory_sched._settings_store import apply_stored
 from arkvory_sched.postgres import PostgresSettingsStore
+from arkvory_sched.settings._store import apply_stored
 from arkvory_sched.sqlite import SqliteSettingsStore
 from tests.pg import drop_schema, new_schema, require_database
 

@@ -10,7 +10,6 @@ from datetime import UTC, datetime
 
 import pytest
 
-from arkvory_sched._settings_policy import ClassSchedule
 from arkvory_sched.policy import (
     ClassWork,
     Stall,
@@ -19,6 +18,7 @@ from arkvory_sched.policy import (
     parse_windows,
     stall_reason,
 )
+from arkvory_sched.settings._structured import ClassSchedule
 
 MB = 1_000_000
 # Monday 2026-06-01 12:00 UTC.

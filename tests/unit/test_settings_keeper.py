@@ -22,7 +22,7 @@ from arkvory_sched import (
     SettingsUnavailableError,
     StoredSettings,
 )
-from arkvory_sched._settings_keeper import DEFAULT_REFRESH_SECONDS
+from arkvory_sched.settings._keeper import DEFAULT_REFRESH_SECONDS
 
 pytestmark = pytest.mark.anyio
 

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 import pytest
 
 from arkvory_sched import SchedulerSettings, SettingsError, Strategy
-from arkvory_sched._settings_store import (
+from arkvory_sched.settings._store import (
     AuditOutcome,
     apply_stored,
     attempted_json,

@@ -37,9 +37,9 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route, Router
 from starlette.types import Receive, Scope, Send
 
-from .._exceptions import ArkvoryError, SettingsError
+from .._exceptions import ArkvoryError, RevisionMismatchError, SettingsError
 from .._port import DownloadScheduler
-from .._settings_store import RevisionMismatchError, SettingsStore, StoredSettings, apply_stored
+from ..settings import SettingsStore, StoredSettings, apply_stored
 from ._body import BodyError, read_json_object, whole_number
 from ._guard import refuse_read, refuse_write
 from ._history import QueueHistory, history_document

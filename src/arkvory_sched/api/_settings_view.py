@@ -16,8 +16,14 @@ from datetime import UTC, datetime
 from typing import Final, Literal
 
 from .._exceptions import SettingsError
-from .._settings import OPERATOR_FIELDS, SchedulerSettings
-from .._settings_store import AuditEntry, StoredSettings, apply_stored, validate_fields
+from ..settings import (
+    OPERATOR_FIELDS,
+    AuditEntry,
+    SchedulerSettings,
+    StoredSettings,
+    apply_stored,
+    validate_fields,
+)
 
 __all__ = [
     "ENVIRONMENT",

@@ -12,9 +12,9 @@ from datetime import UTC, datetime
 
 from .._classes import DownloadClass
 from .._queue_state import ActiveSession, QueueState
-from .._settings import SchedulerSettings
 from ..observability import histogram_quantile
 from ..policy import ClassWork, forecast_empty, stall_reason
+from ..settings import SchedulerSettings
 
 __all__ = ["state_document"]
 

@@ -21,8 +21,8 @@ from typing import Final
 from zoneinfo import ZoneInfo
 
 from .._classes import DownloadClass
-from .._settings import SchedulerSettings
 from ..policy import is_open, next_closing, next_opening, open_intervals, wall_instant
+from ..settings import SchedulerSettings
 from ._state_view import rfc3339
 
 __all__ = ["windows_document"]

@@ -39,9 +39,6 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from .._classes import PrincipalKind
 from .._exceptions import ConfigurationError
 from .._port import DownloadScheduler
-from .._settings import SchedulerSettings
-from .._settings_keeper import SettingsKeeper
-from .._settings_store import SettingsStore
 from .._ticking import run_tick_loop
 from ..api import API_PREFIX, HISTORY_SAMPLE_SECONDS, Identity, QueueHistory, operator_api
 from ..asgi import DownloadSchedulerMiddleware
@@ -50,6 +47,7 @@ from ..memory import InMemoryDownloadScheduler
 from ..observability import metrics_app, readiness_app
 from ..portal import own_downloads_app
 from ..postgres import DEFAULT_SCHEMA, PostgresScheduler, PostgresSettingsStore
+from ..settings import SchedulerSettings, SettingsKeeper, SettingsStore
 from ..sqlite import SqliteSettingsStore, load_or_create_ticket_key, settings_file
 from ._auth import StaffMap, TokenMap, is_known_token, principal_for, staff_for
 from ._bandwidth import BandwidthGovernor

@@ -31,11 +31,10 @@ import uvicorn
 from arkvory_sched import DownloadScheduler
 
 from .._exceptions import SettingsError
-from .._settings import SchedulerSettings
-from .._settings_parsing import UnparsableError, parse_rate, parse_size
 from .._version import installed_version
 from ..api import API_PREFIX, Identity, Role
 from ..postgres import DEFAULT_SCHEMA
+from ..settings import SchedulerSettings, UnparsableError, parse_rate, parse_size
 from ._app import build_app
 from ._auth import Principal, parse_staff_token, parse_tokens
 

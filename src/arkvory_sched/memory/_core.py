@@ -28,8 +28,8 @@ from .._model import (
     SchedulerStats,
 )
 from .._request_admission import PendingRequest
-from .._settings import SchedulerSettings
 from ..policy import CLASS_COUNT
+from ..settings import SchedulerSettings
 from ._core_admission import CoreAdmission
 from ._core_delivery import CoreDelivery
 from ._core_state import _ACTIVE, _PAUSED, _SHARED, _WAITING, TickOutcome, ages_of

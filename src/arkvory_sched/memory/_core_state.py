@@ -17,10 +17,10 @@ from .._model import RejectReason
 from .._rate import PeakRateMeter
 from .._request_admission import RequestAdmission
 from .._session_keys import SessionKeys
-from .._settings import SchedulerSettings, Strategy
 from .._tickets import TicketSigner
 from ..observability import EstimateScorer, Histogram
 from ..policy import CLASS_COUNT, ClassGate, class_ages
+from ..settings import SchedulerSettings, Strategy
 from ._deadlines import DeadlineBuckets
 from ._fairqueue import FairQueue
 from ._session import PrincipalRecord, Session, SessionState

@@ -28,7 +28,6 @@ from collections.abc import Iterator, Sequence
 
 from sortedcontainers import SortedList
 
-from .._settings import Strategy
 from ..policy import (
     AGING_CAP_RANK,
     CLASS_COUNT,
@@ -39,6 +38,7 @@ from ..policy import (
     stride_ahead,
     strides_of,
 )
+from ..settings import Strategy
 from ._session import Session
 
 __all__ = ["FairQueue"]

@@ -29,9 +29,9 @@ from .._own_downloads import OWN_DOWNLOADS_LIMIT, OwnDownloads
 from .._port import DownloadScheduler, FastPath
 from .._queue_state import QueueState
 from .._request_admission import PendingRequest, RequestTimer, wait_with_timeout
-from .._settings import SchedulerSettings
 from .._tickets import TicketSigner
 from .._ticking import next_tick_delay
+from ..settings import SchedulerSettings
 from ._core import SchedulerCore
 from ._own_downloads import downloads_of
 from ._queue_state import queue_state_of

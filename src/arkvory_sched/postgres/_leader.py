@@ -21,7 +21,6 @@ import asyncpg
 from .._classes import DownloadClass
 from .._clock import Clock
 from .._rate import peak_of_means
-from .._settings import SchedulerSettings, Strategy
 from ..policy import (
     CLASS_COUNT,
     MARK_SCAN_SLACK,
@@ -45,6 +44,7 @@ from ..policy import (
     slot_free_for,
     strides_of,
 )
+from ..settings import SchedulerSettings, Strategy
 from . import _sql as sql
 from . import _sql_tick as tick_sql
 from ._leader_aging import WindowView, entered_empty, promote_aged

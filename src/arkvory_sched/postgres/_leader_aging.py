@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 import asyncpg
 
-from .._settings import SchedulerSettings, Strategy
 from ..policy import CLASS_COUNT, ClassGate, class_ages, closed_ranks, promote_at, take_room
+from ..settings import SchedulerSettings, Strategy
 from . import _sql_tick as tick_sql
 
 __all__ = ["WindowView", "entered_empty", "promote_aged"]

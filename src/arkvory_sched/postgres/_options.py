@@ -13,7 +13,7 @@ from typing import TypedDict
 
 from .._clock import Clock
 from .._request_admission import RequestTimer, wait_with_timeout
-from .._settings import SchedulerSettings
+from ..settings import SchedulerSettings
 from ._migrate import DEFAULT_SCHEMA
 
 __all__ = ["PostgresOptionChanges", "PostgresOptions"]

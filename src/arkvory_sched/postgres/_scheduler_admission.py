@@ -20,7 +20,6 @@ from .._model import (
     RejectReason,
 )
 from .._request_admission import PendingRequest
-from .._settings import Strategy
 from ..policy import (
     NEWCOMER_CHECK_SECONDS,
     SHUTDOWN_RETRY_SECONDS,
@@ -31,6 +30,7 @@ from ..policy import (
     uses_sessions,
     validated_download_id,
 )
+from ..settings import Strategy
 from . import _sql as sql
 from ._leader import exact_head
 from ._leases import Lease

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncpg
 
 from .._classes import DownloadClass
-from .._settings import Strategy
 from ..policy import (
     backup_may_take_slot,
     class_ages,
@@ -20,6 +19,7 @@ from ..policy import (
     promote_at,
     smallest_first_key,
 )
+from ..settings import Strategy
 from . import _sql as sql
 from ._leases import Lease
 from ._scheduler_answers import SchedulerAnswers

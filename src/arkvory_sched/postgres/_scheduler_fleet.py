@@ -13,10 +13,10 @@ import time
 import asyncpg
 
 from .._model import TickReport
-from .._settings import SchedulerSettings, Strategy
 from .._tickets import TicketSigner
 from .._ticking import next_tick_delay
 from ..policy import smallest_first_key
+from ..settings import SchedulerSettings, Strategy
 from . import _sql as sql
 from ._migrate import apply_migrations
 from ._pool import create_pool, open_all

@@ -31,10 +31,10 @@ from .._model import (
 from .._rate import PeakRateMeter
 from .._request_admission import RequestAdmission
 from .._session_keys import SessionKeys
-from .._settings import SchedulerSettings
 from .._tickets import TicketSigner
 from ..observability import EstimateScorer, Histogram
 from ..policy import CLASS_COUNT, ClassGate, current_gate
+from ..settings import SchedulerSettings
 from ._db_clock import DatabaseClock
 from ._estimates import QueueSnapshot
 from ._leader import QueueLeader

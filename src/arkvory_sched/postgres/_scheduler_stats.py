@@ -9,11 +9,11 @@ from .._model import (
     ClassStats,
     SchedulerStats,
 )
-from .._settings import Strategy
 from ..policy import (
     CLASS_COUNT,
     estimate_rate,
 )
+from ..settings import Strategy
 from . import _sql as sql
 from . import _sql_tick as tick_sql
 from ._scheduler_answers import SchedulerAnswers

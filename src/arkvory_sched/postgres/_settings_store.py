@@ -26,13 +26,12 @@ from typing import Any, NoReturn
 import anyio
 import asyncpg
 
-from .._exceptions import ArkvoryError
-from .._settings import SchedulerSettings
-from .._settings_store import (
+from .._exceptions import ArkvoryError, SettingsUnavailableError
+from ..settings import (
     AuditEntry,
     AuditOutcome,
+    SchedulerSettings,
     SettingsStore,
-    SettingsUnavailableError,
     StoredSettings,
     attempted_json,
     audit_entry,

@@ -28,12 +28,12 @@ from typing import Any, NoReturn, TypeVar
 
 import anyio
 
-from .._settings import SchedulerSettings
-from .._settings_store import (
+from .._exceptions import SettingsUnavailableError
+from ..settings import (
     AuditEntry,
     AuditOutcome,
+    SchedulerSettings,
     SettingsStore,
-    SettingsUnavailableError,
     StoredSettings,
     attempted_json,
     audit_entry,

@@ -24,10 +24,10 @@ import json
 from collections.abc import Mapping
 from typing import Final
 
-from ._classes import DownloadClass
-from ._exceptions import SettingsError
-from ._settings_parsing import UnparsableError
-from .policy import WEEKDAYS, ClassSchedule, ClassSchedules, parse_windows
+from .._classes import DownloadClass
+from .._exceptions import SettingsError
+from ..policy import WEEKDAYS, ClassSchedule, ClassSchedules, parse_windows
+from ._parsing import UnparsableError
 
 __all__ = [
     "ClassSchedule",

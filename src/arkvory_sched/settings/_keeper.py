@@ -26,21 +26,33 @@ from __future__ import annotations
 import logging
 import math
 from datetime import datetime
-from typing import Final
+from typing import Final, Protocol
 
 import anyio
 from anyio.abc import TaskStatus
 
-from ._exceptions import ArkvoryError
-from ._port import DownloadScheduler
-from ._settings import SchedulerSettings
-from ._settings_store import SettingsStore, apply_stored
+from .._exceptions import ArkvoryError
+from ._store import SettingsStore, apply_stored
+from ._values import SchedulerSettings
 
-__all__ = ["DEFAULT_REFRESH_SECONDS", "SettingsKeeper"]
+__all__ = ["DEFAULT_REFRESH_SECONDS", "Configurable", "SettingsKeeper"]
 
 DEFAULT_REFRESH_SECONDS: Final = 10.0  # R-SET-3, R-SET-4
 
 log = logging.getLogger("arkvory_sched.settings")
+
+
+class Configurable(Protocol):
+    """What the keeper needs of a scheduler: its settings, and a way to change them.
+
+    Every ``DownloadScheduler`` is one; naming only these two keeps the settings
+    package below the port it configures.
+    """
+
+    @property
+    def settings(self) -> SchedulerSettings: ...
+
+    async def configure(self, settings: SchedulerSettings) -> None: ...
 
 
 class SettingsKeeper:
@@ -55,7 +67,7 @@ class SettingsKeeper:
     def __init__(
         self,
         store: SettingsStore,
-        scheduler: DownloadScheduler,
+        scheduler: Configurable,
         *,
         interval: float = DEFAULT_REFRESH_SECONDS,
     ) -> None:

@@ -5,7 +5,7 @@ kinds of value (the demo's ``--bandwidth 40MB``), so that one spelling means one
 wherever an operator types it. Each parser takes stripped text and returns a plain
 value, or raises :class:`UnparsableError` saying what would have been accepted. Ranges
 are not checked here: whether 0 slots can work is the settings' business
-(:mod:`._settings_fields`), not the parser's.
+(:mod:`.fields`), not the parser's.
 
 The accepted syntax is documented in ``docs/configuration.md`` ("Value syntax").
 """

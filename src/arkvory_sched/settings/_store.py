@@ -23,15 +23,13 @@ from enum import StrEnum
 from types import MappingProxyType
 from typing import Final
 
-from ._exceptions import ArkvoryError, SettingsError
-from ._settings import OPERATOR_FIELDS, SchedulerSettings
+from .._exceptions import RevisionMismatchError, SettingsError
+from ._values import OPERATOR_FIELDS, SchedulerSettings
 
 __all__ = [
     "AuditEntry",
     "AuditOutcome",
-    "RevisionMismatchError",
     "SettingsStore",
-    "SettingsUnavailableError",
     "StoredSettings",
     "apply_stored",
     "attempted_json",
@@ -86,33 +84,6 @@ class AuditEntry:
     revision: int
     change: Mapping[str, Mapping[str, object]]
     detail: str | None
-
-
-class RevisionMismatchError(ArkvoryError):
-    """The record changed since the caller read it; the API answers ``409``.
-
-    ``current`` and ``updated_by`` let the caller show the operator who changed it
-    (or read again and retry) without another round trip to find out.
-    """
-
-    def __init__(self, expected: int, current: int, updated_by: str | None = None) -> None:
-        by = f" (changed by {updated_by})" if updated_by else ""
-        super().__init__(
-            f"the settings are at revision {current}{by}, not the expected revision "
-            f"{expected}; read them again and reapply the change"
-        )
-        self.expected = expected
-        self.current = current
-        self.updated_by = updated_by
-
-
-class SettingsUnavailableError(ArkvoryError):
-    """The store cannot be read or written now (database down, file locked too long).
-
-    Each store turns its driver's errors into this one at its boundary, so the keeper
-    and the API handle one exception whatever the store: the keeper keeps the running
-    settings and tries again, the API answers ``503``.
-    """
 
 
 class SettingsStore(abc.ABC):

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Final
 
-from ._exceptions import ConfigurationError, SettingsError
-from ._settings_fields import FIELD_BY_NAME, FIELDS, show_value
-from ._settings_parsing import UnparsableError
+from .._exceptions import ConfigurationError, SettingsError
+from ._fields import FIELD_BY_NAME, FIELDS, show_value
+from ._parsing import UnparsableError
 
 __all__ = ["EnvironmentReading", "configuration_table", "read_environment"]
 

@@ -1,7 +1,7 @@
 """Scheduler settings: environment defaults, operator overrides, and one place that says no.
 
 Settings come from two layers (R-SET-1). The environment gives the defaults and is read
-once at start-up by :meth:`SchedulerSettings.from_env` (:mod:`._settings_env`); an
+once at start-up by :meth:`SchedulerSettings.from_env` (:mod:`._env`); an
 operator record stores only the fields an operator changed and is laid over those
 defaults with :meth:`SchedulerSettings.with_changes`, so an empty record means "back to
 the environment". Some fields size memory when the process starts (queue lengths, the
@@ -14,7 +14,7 @@ and through the settings API the ``400`` names the field (:class:`SettingsError`
 scheduler holding a ``SchedulerSettings`` never has to re-check it.
 
 What each field accepts, which rule derives it, its variable and whether an operator
-may change it are stated once, in :data:`~._settings_fields.FIELDS`; this module is the
+may change it are stated once, in :data:`~._fields.FIELDS`; this module is the
 value those fields make up.
 
 Three defaults are derived from other fields (``reserve`` and ``per_principal`` from
@@ -33,10 +33,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import cast
 
-from ._classes import DownloadClass, PrincipalKind
-from ._exceptions import SettingsError
-from ._settings_env import read_environment
-from ._settings_fields import (
+from .._classes import DownloadClass, PrincipalKind
+from .._exceptions import SettingsError
+from ..policy import AdmissionRules, ClassSchedule, ClassSchedules, base_class_of
+from ._env import read_environment
+from ._fields import (
     DERIVABLE,
     FIELD_BY_NAME,
     FIELD_NAMES,
@@ -48,8 +49,7 @@ from ._settings_fields import (
     derived_per_principal,
     derived_reserve,
 )
-from ._settings_policy import PrincipalClasses
-from .policy import AdmissionRules, ClassSchedule, ClassSchedules, base_class_of
+from ._structured import PrincipalClasses
 
 __all__ = ["MIB", "OPERATOR_FIELDS", "SchedulerSettings", "Strategy"]
 
@@ -65,7 +65,7 @@ class SchedulerSettings:
     (``dataclasses.replace`` works too, but turns every derived value into an explicit
     one, so a later change of ``sessions`` no longer re-applies the rule.)
 
-    The fields are those of :data:`~._settings_fields.FIELDS`, in its order.
+    The fields are those of :data:`~._fields.FIELDS`, in its order.
     """
 
     # Operator settings (R-SET-1): may change at run time.

@@ -6,7 +6,7 @@ against which earlier fields), the rule that derives it when unset, whether an o
 may change it at run time (R-SET-1) and under which camelCase name, its environment
 variable and how that variable's text is parsed, and the row of the configuration
 table in ``docs/configuration.md``. :class:`~._settings.SchedulerSettings` validates by
-walking this list, the environment reader (:mod:`._settings_env`) reads by walking it,
+walking this list, the environment reader (:mod:`._env`) reads by walking it,
 and the settings store maps record names through :data:`OPERATOR_FIELDS`, derived
 from it. The only other place a field is named is the dataclass itself, whose
 annotations and keyword signature the type checker needs; a test keeps the two in step.
@@ -25,9 +25,10 @@ from enum import Enum
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Final
 
-from ._classes import DownloadClass
-from ._exceptions import SettingsError
-from ._settings_parsing import (
+from .._classes import DownloadClass
+from .._exceptions import SettingsError
+from ..policy import Strategy
+from ._parsing import (
     UnparsableError,
     parse_bool,
     parse_decimal,
@@ -36,17 +37,16 @@ from ._settings_parsing import (
     parse_size,
     parse_weights,
 )
-from ._settings_policy import (
+from ._structured import (
     check_class_windows,
     check_principal_classes,
     class_windows_json,
     parse_json_setting,
     principal_classes_json,
 )
-from .policy import Strategy
 
 if TYPE_CHECKING:
-    from ._settings import SchedulerSettings
+    from ._values import SchedulerSettings
 
 __all__ = [
     "DERIVABLE",
