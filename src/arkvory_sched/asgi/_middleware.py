@@ -18,7 +18,7 @@ a large download, whose ranges run with the CPU caches full of the previous rang
 bytes (ADR 0013); the decisions and the accounting are the scheduler's own, unchanged.
 Any other case, and any scheduler that declines the fast path, goes through ``admit``.
 
-Reading the request headers lives in ``_request_headers.py``, observing a response in
+Reading a request (once) lives in ``_request_headers.py``, observing a response in
 ``_observer.py``.
 """
 
@@ -30,20 +30,14 @@ import anyio
 
 from .._classes import DownloadClass
 from .._exceptions import InvalidRequestError
-from .._model import Admitted, ByteRange, Decision, DownloadRequest, Queued
+from .._model import Admitted, Decision, DownloadRequest, Queued
 from .._port import DownloadScheduler, FastGrant, FastPath
 from .._target import Resolver
 from .._ticking import run_tick_loop
 from ._asgi import ASGIApp, Message, Receive, Scope, Send
 from ._observer import GrantObserver, PlaceObserver, failure_outcome
 from ._problems import Answer, bad_request, busy, queued
-from ._request_headers import (
-    UNSATISFIABLE,
-    client_fields,
-    not_modified,
-    request_headers,
-    requested_range,
-)
+from ._request_headers import read_request
 
 __all__ = ["DownloadSchedulerMiddleware"]
 
@@ -111,26 +105,19 @@ class DownloadSchedulerMiddleware:
         if target is None:
             await self.app(scope, receive, send)  # not a download, or denied
             return
-        headers = request_headers(scope)
-        byte_range: ByteRange | None = None
-        if headers is not None:
-            if not_modified(headers, target):
-                await self.app(scope, receive, send)  # the app answers 304 (R-SESS-4)
-                return
-            byte_range = requested_range(headers, target)
-            if byte_range is UNSATISFIABLE:
-                await self.app(scope, receive, send)  # the app answers 416: no place
-                return
+        try:
+            read = read_request(scope, target)
+        except InvalidRequestError as error:
+            await _answer(send, _invalid(error))
+            return
+        if read is None:
+            await self.app(scope, receive, send)  # the app answers 304 or 416: no place
+            return
+        byte_range, download_id, requested, ticket, address = read
         fast = self._fast
         place: FastGrant | None = None
         decision: Decision | None = None
         try:
-            if headers is None:
-                download_id = requested = ticket = None  # most small downloads: nothing to read
-            else:
-                download_id, requested, ticket = client_fields(headers)
-            client = scope.get("client")
-            address = str(client[0]) if client else ""
             if fast is not None:
                 place = fast.admit_now(
                     target.principal,
@@ -160,9 +147,7 @@ class DownloadSchedulerMiddleware:
                 if isinstance(decision, Queued) and download_id is None:
                     decision = await self._hold(request, decision)
         except InvalidRequestError as error:
-            field = _HEADER_FIELDS.get(error.field, error.field)
-            detail = _INVALID_DETAIL.get(error.field) or error.message.replace(error.field, field)
-            await _answer(send, bad_request(field, detail))
+            await _answer(send, _invalid(error))
             return
         # Every response is served inline rather than in a helper coroutine: a response of
         # a large object suspends at every chunk (file reads, flow control), and each
@@ -273,6 +258,13 @@ class DownloadSchedulerMiddleware:
                 tasks.cancel_scope.cancel()
         if failure is not None:
             raise failure
+
+
+def _invalid(error: InvalidRequestError) -> Answer:
+    """The ``400`` naming the header a client got wrong, never echoing its value."""
+    field = _HEADER_FIELDS.get(error.field, error.field)
+    detail = _INVALID_DETAIL.get(error.field) or error.message.replace(error.field, field)
+    return bad_request(field, detail)
 
 
 async def _answer(send: Send, answer: Answer) -> None:

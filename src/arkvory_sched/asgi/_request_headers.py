@@ -1,13 +1,14 @@
-"""Reading a download request's headers: which range the app will serve, whether it
-will answer 304 or 416 (no place then), and the client's scheduler fields.
+"""Reading a download request once: which range the app will serve, whether it will
+answer 304 or 416 (no place then), and the client's scheduler fields.
 
-Pure functions of the request headers and the :class:`DownloadTarget`; the middleware
-calls them before it asks the scheduler anything.
+Pure functions of the request and the :class:`DownloadTarget`; the middleware calls
+:func:`read_request` once, before it asks the scheduler anything.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import NamedTuple
 
 from .._exceptions import InvalidRequestError
 from .._model import ByteRange
@@ -18,8 +19,10 @@ from ._ranges import Unsatisfiable, first_range
 
 __all__ = [
     "UNSATISFIABLE",
+    "ClientRequest",
     "client_fields",
     "not_modified",
+    "read_request",
     "request_headers",
     "requested_range",
 ]
@@ -125,3 +128,34 @@ def client_fields(
     if ticket is not None and len(ticket) > _MAX_HEADER_VALUE:
         ticket = None
     return (download_id.strip() if download_id is not None else None), requested, ticket
+
+
+class ClientRequest(NamedTuple):
+    """What the middleware reads of one GET for the scheduler (a tuple: one per request)."""
+
+    byte_range: ByteRange | None
+    download_id: str | None
+    requested_class: str | None
+    ticket: str | None
+    client_address: str
+
+
+def read_request(scope: Scope, target: DownloadTarget) -> ClientRequest | None:
+    """Read a download request once; ``None`` when the app answers without a place.
+
+    ``None`` for a ``304`` (R-SESS-4) or a ``416``. Raises
+    :class:`InvalidRequestError` for a malformed id or class, after those two: a
+    request the app answers without a place is never refused for its fields.
+    """
+    client = scope.get("client")
+    address = str(client[0]) if client else ""
+    headers = request_headers(scope)
+    if headers is None:
+        return ClientRequest(None, None, None, None, address)  # most small downloads
+    if not_modified(headers, target):
+        return None
+    byte_range = requested_range(headers, target)
+    if byte_range is UNSATISFIABLE:
+        return None
+    download_id, requested, ticket = client_fields(headers)
+    return ClientRequest(byte_range, download_id, requested, ticket, address)
