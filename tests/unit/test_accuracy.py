@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from arkvory_sched.observability._accuracy import EstimateScorer
+from arkvory_sched.measures._accuracy import EstimateScorer
 from arkvory_sched.policy import estimate_interval
 
 

@@ -29,6 +29,10 @@ GROUND = frozenset(
     }
 )
 POLICY = "arkvory_sched.policy"
+#: The rooms that decide and keep the queue, and the rooms that serve it to people and
+#: tools: the first never import the second (a store pulls in no web framework).
+STORES = ("policy", "settings", "measures", "memory", "postgres", "sqlite")
+SERVING = ("asgi", "api", "console", "portal", "observability", "demo")
 
 
 @dataclass(frozen=True)
@@ -176,6 +180,23 @@ def test_the_policy_stands_on_the_ground_floor_only() -> None:
         f"{found.source}:{found.line} imports {found.target}"
         for found in IMPORTS
         if found.source in GROUND and found.target not in GROUND
+    ]
+    assert upward == []
+
+
+def _in(module: str, packages: tuple[str, ...]) -> bool:
+    return any(
+        module == f"arkvory_sched.{name}" or module.startswith(f"arkvory_sched.{name}.")
+        for name in packages
+    )
+
+
+def test_no_store_imports_what_serves_it() -> None:
+    upward = [
+        f"{found.source}:{found.line} imports {found.target}"
+        for found in IMPORTS
+        if _in(found.source, STORES)
+        and (_in(found.target, SERVING) or found.target == "arkvory_sched")
     ]
     assert upward == []
 

@@ -32,7 +32,7 @@ from arkvory_sched import (
     SchedulerSettings,
     SchedulerStats,
 )
-from arkvory_sched.observability._accuracy import EstimateScorer
+from arkvory_sched.measures._accuracy import EstimateScorer
 from arkvory_sched.observability._metrics import SchedulerMetrics, StatsCache, metrics_app
 from arkvory_sched.testing import FakeClock
 

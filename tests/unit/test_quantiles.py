@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from arkvory_sched import HistogramSnapshot
+from arkvory_sched.measures._histogram import Histogram
 from arkvory_sched.observability import histogram_quantile
-from arkvory_sched.observability._histogram import Histogram
 
 
 def test_no_observations_no_quantile() -> None:

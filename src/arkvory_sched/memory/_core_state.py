@@ -18,7 +18,7 @@ from .._rate import PeakRateMeter
 from .._request_admission import RequestAdmission
 from .._session_keys import SessionKeys
 from .._tickets import TicketSigner
-from ..observability import EstimateScorer, Histogram
+from ..measures import EstimateScorer, Histogram
 from ..policy import CLASS_COUNT, ClassGate, class_ages
 from ..settings import SchedulerSettings, Strategy
 from ._deadlines import DeadlineBuckets

@@ -32,7 +32,7 @@ from .._rate import PeakRateMeter
 from .._request_admission import RequestAdmission
 from .._session_keys import SessionKeys
 from .._tickets import TicketSigner
-from ..observability import EstimateScorer, Histogram
+from ..measures import EstimateScorer, Histogram
 from ..policy import CLASS_COUNT, ClassGate, current_gate
 from ..settings import SchedulerSettings
 from ._db_clock import DatabaseClock

@@ -1,0 +1,17 @@
+"""What a store measures as it runs: waits and the accuracy of its start estimates.
+
+The stores keep these records on their request path, so this package stands low: it
+needs only plain values and the policy's estimate interval, and none of what serves
+them (``observability`` renders the records for Prometheus and readiness, with
+prometheus_client and starlette, which a store never needs to import).
+
+- :mod:`._histogram`: a fixed-bucket cumulative histogram.
+- :mod:`._accuracy`: scoring announced start estimates against actual starts.
+"""
+
+from __future__ import annotations
+
+from ._accuracy import EstimateScorer
+from ._histogram import Histogram
+
+__all__ = ["EstimateScorer", "Histogram"]
