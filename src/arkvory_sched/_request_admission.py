@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any
 
 import anyio
 
@@ -76,6 +77,9 @@ class PendingRequest:
 class RequestAdmission:
     """The per-request places of one process, their waiting room and their accounting.
 
+    Its places have no session (``GrantState.session`` is ``None``), so they fit the
+    ``GrantState`` of any store (typed ``GrantState[Any]``).
+
     ``rate`` and ``bytes_by_class`` are the store's own delivery-rate meter and byte
     counters (indexed by class rank): per-request responses feed them like any other, so
     the delivery rate behind start estimates and the byte counters see small objects too.
@@ -103,7 +107,7 @@ class RequestAdmission:
             settings.transfer_queue_limit,
             settings.transfer_queue_per_principal,
         )
-        self._grants: dict[int, GrantState] = {}
+        self._grants: dict[int, GrantState[Any]] = {}
         # Tokens count down from -1: a store's session grants count up, so no two grants
         # of one store share a token, and a caller may key its own records by token.
         self._next_token = 0
@@ -145,7 +149,7 @@ class RequestAdmission:
             return self._reject(waiter, self.retry_after(), cls)
         return PendingRequest(waiter, principal, cls)
 
-    def take_now(self, cls: DownloadClass, byte_range: ByteRange | None) -> GrantState | None:
+    def take_now(self, cls: DownloadClass, byte_range: ByteRange | None) -> GrantState[Any] | None:
         """A free place as a bare :class:`GrantState` (the fast path), or ``None``: then
         :meth:`admit` decides. Ended by :meth:`release`."""
         if self.closed or not self._queue.try_acquire():
@@ -153,7 +157,7 @@ class RequestAdmission:
         now = self._clock.monotonic()
         self._next_token -= 1
         token = self._next_token
-        state = GrantState(token, None, byte_range, now, now, download_class=cls)
+        state: GrantState[Any] = GrantState(token, None, byte_range, now, now, download_class=cls)
         self._grants[token] = state
         self.admitted += 1
         return state
@@ -220,7 +224,7 @@ class RequestAdmission:
             return []
         return self.report_state(state, outcome)
 
-    def report_state(self, state: GrantState, outcome: DeliveryOutcome) -> list[int]:
+    def report_state(self, state: GrantState[Any], outcome: DeliveryOutcome) -> list[int]:
         """:meth:`report` by the grant's state."""
         if isinstance(outcome, Delivered):
             counted = outcome.byte_range or state.byte_range
@@ -229,7 +233,7 @@ class RequestAdmission:
             sent = outcome.bytes_sent
         return self.release(state, sent)
 
-    def release(self, state: GrantState, sent: int) -> list[int]:
+    def release(self, state: GrantState[Any], sent: int) -> list[int]:
         """Give back a place after ``sent`` bytes; a second call is a no-op.
 
         ``sent`` is the byte count a ``Delivered`` outcome stands for (the whole object,
@@ -259,7 +263,7 @@ class RequestAdmission:
         if state is not None:
             self.progress_state(state, nbytes)
 
-    def progress_state(self, state: GrantState, nbytes: int) -> None:
+    def progress_state(self, state: GrantState[Any], nbytes: int) -> None:
         """``nbytes`` more bytes of a granted response were sent (ignored once ended)."""
         if nbytes <= 0 or state.token not in self._grants:
             return

@@ -30,7 +30,6 @@ from arkvory_sched import (
 )
 from arkvory_sched._session_keys import session_key
 from arkvory_sched.memory._core import PendingRequest, SchedulerCore
-from arkvory_sched.memory._own_downloads import downloads_of
 from arkvory_sched.testing import FakeClock
 
 MIB = 1024 * 1024
@@ -194,7 +193,7 @@ def position(core: SchedulerCore, request: DownloadRequest) -> int:
     Read from that page, not from a poll: a poll well before its checkAt is told its
     last answer again (ADR 0029), and these tests move the queue between polls."""
     wanted = (request.object_id, request.download_id)
-    shown = downloads_of(core, request.principal).downloads
+    shown = core.downloads_of(request.principal).downloads
     places = [d.position for d in shown if (d.object_id, d.download_id) == wanted]
     assert len(places) == 1 and places[0] is not None, shown
     return places[0]
@@ -218,7 +217,7 @@ def serve_order(
         deliver(core, grant)
         clock.advance(0.5)
         core.tick()
-        rank = {session.key: i for i, session in enumerate(core._queue.iter_fair())}
+        rank = {session.key: i for i, session in enumerate(core.table.queue.iter_fair())}
         served: DownloadRequest | None = None
         for waiter in sorted(remaining, key=lambda w: rank[key_of(w)]):
             decision = ask(core, waiter)

@@ -55,7 +55,7 @@ def _join(core: SchedulerCore, clock: FakeClock, waiters: list[DownloadRequest])
 
 
 def _queue_rank(core: SchedulerCore, request: DownloadRequest) -> int:
-    session = core._sessions[key_of(request)]
+    session = core.table.sessions[key_of(request)]
     assert session.state is SessionState.WAITING
     return session.queue_rank
 

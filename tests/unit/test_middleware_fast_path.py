@@ -51,6 +51,7 @@ from arkvory_sched._grant_state import GrantState
 from arkvory_sched._rate import PeakRateMeter
 from arkvory_sched._session_keys import KEY_CACHE_ENTRIES, session_key
 from arkvory_sched.asgi._middleware import DownloadSchedulerMiddleware
+from arkvory_sched.memory import Session
 from arkvory_sched.memory._core import SchedulerCore
 from arkvory_sched.testing import FakeClock
 from tests.unit.test_middleware import (
@@ -98,22 +99,22 @@ class CountingFast(InMemoryDownloadScheduler):
         self.range_reports = 0
         self.progressed = 0
 
-    def admit_now(self, *args: Any) -> GrantState | None:
+    def admit_now(self, *args: Any) -> GrantState[Session] | None:
         state = super().admit_now(*args)
         if state is not None:
             self.taken += state.per_request
             self.ranges += not state.per_request
         return state
 
-    def release_per_request(self, place: GrantState, sent: int) -> None:
+    def release_per_request(self, place: GrantState[Session], sent: int) -> None:
         self.released += 1
         super().release_per_request(place, sent)
 
-    def report_range(self, state: GrantState, outcome: DeliveryOutcome) -> None:
+    def report_range(self, state: GrantState[Session], outcome: DeliveryOutcome) -> None:
         self.range_reports += 1
         super().report_range(state, outcome)
 
-    def progress_now(self, state: GrantState, nbytes: int) -> None:
+    def progress_now(self, state: GrantState[Session], nbytes: int) -> None:
         self.progressed += 1
         super().progress_now(state, nbytes)
 
@@ -127,15 +128,15 @@ class Side:
 
     def __post_init__(self) -> None:
         """Record every session outcome the core gets, through the port or not."""
-        core = self.scheduler.core
-        report_state = core.report_state
+        delivery = self.scheduler.core.delivery
+        report_state = delivery.report_state
 
-        def recording(state: GrantState, outcome: DeliveryOutcome) -> list[int]:
+        def recording(state: GrantState[Session], outcome: DeliveryOutcome) -> list[int]:
             if state.session is not None:
                 self.session_outcomes.append(outcome)
             return report_state(state, outcome)
 
-        setattr(core, "report_state", recording)  # noqa: B010  (an instance attribute)
+        setattr(delivery, "report_state", recording)  # noqa: B010  (an instance attribute)
 
     @property
     def core(self) -> SchedulerCore:
@@ -569,7 +570,7 @@ def core(**settings: Any) -> SchedulerCore:
     return SchedulerCore(scheduler_settings(**settings), FakeClock())
 
 
-def take(scheduler: SchedulerCore, **changes: Any) -> GrantState | None:
+def take(scheduler: SchedulerCore, **changes: Any) -> GrantState[Session] | None:
     values: dict[str, Any] = {
         "principal": "svc-ci",
         "principal_kind": PrincipalKind.SERVICE,
@@ -671,7 +672,7 @@ def test_small_object_admission_hashes_no_key_unless_its_principal_holds_a_slot(
         hashed.append(principal)
         return session_key(principal, *args)
 
-    monkeypatch.setattr("arkvory_sched.memory._core_admission.session_key", counting)
+    monkeypatch.setattr("arkvory_sched.memory._admission.session_key", counting)
     monkeypatch.setattr("arkvory_sched._session_keys.session_key", counting)  # SessionKeys
     scheduler.admit(small_request("svc-other"))
     assert take(scheduler, principal="svc-other") is not None
@@ -698,7 +699,7 @@ def test_core_fast_path_default_class_is_the_one_admit_uses(kind: PrincipalKind)
     assert place.download_class is default_class(kind)
 
 
-def take_range(scheduler: SchedulerCore, **changes: Any) -> GrantState | None:
+def take_range(scheduler: SchedulerCore, **changes: Any) -> GrantState[Session] | None:
     """The next range of ``svc-first``'s download ``a`` of ``big``, on the fast path."""
     values: dict[str, Any] = {
         "principal": "svc-first",
@@ -782,7 +783,7 @@ def test_core_range_fast_path_remembers_keys_within_a_bound() -> None:
     scheduler.admit(first_range_of_big())
     for index in range(KEY_CACHE_ENTRIES + 10):
         assert take_range(scheduler, download_id=f"other-{index}") is None
-        assert len(scheduler._keys) <= KEY_CACHE_ENTRIES
+        assert len(scheduler.admission.keys) <= KEY_CACHE_ENTRIES
     held = take_range(scheduler)  # the session's key, computed again after the clearing
     assert held is not None
     assert held.session is not None

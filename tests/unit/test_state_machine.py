@@ -153,8 +153,8 @@ def _byte_range(kind: str, size: int, chunk: int) -> ByteRange | None:
 
 
 def _active_keys(core: SchedulerCore) -> frozenset[bytes]:
-    # Which session keys hold a slot right now: no public accessor, so read the index.
-    return frozenset(core._active)
+    # Which session keys hold a slot right now: the session table's active map.
+    return frozenset(core.table.active)
 
 
 def _shares_ok(before: Snapshot, principal: str, per_principal: int) -> bool:

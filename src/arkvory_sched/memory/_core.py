@@ -1,6 +1,6 @@
 """The pure scheduling core: sessions, slots, queue, estimates — no I/O, no sleeps.
 
-Rules of this file:
+Rules of this file and of the parts it assembles:
 
 * Time comes from the injected :class:`Clock` and nowhere else; the queue runs on its
   monotonic side, tickets and announced start times on its wall side (R-RES-5).
@@ -10,169 +10,285 @@ Rules of this file:
 * Nothing grows without a bound: a request beyond a limit is answered ``Rejected``.
 
 The rules it applies — order, eligibility, marks, preemption, estimates — are the
-policy's (:mod:`arkvory_sched.policy`, ADR 0016): this class gathers their inputs from
-its live structures and applies the results. The async :class:`InMemoryDownloadScheduler`
-wraps this class; the simulation and the hypothesis state machine drive it directly.
+policy's (:mod:`arkvory_sched.policy`, ADR 0016). :class:`SchedulerCore` is a facade:
+it builds the parts (see the package docstring), hands each what it uses, and passes
+each call to the part whose job it is. The async :class:`InMemoryDownloadScheduler`
+wraps it; the simulation and the hypothesis state machine drive it directly.
 """
 
 from __future__ import annotations
 
-import itertools
-
-from .._classes import DownloadClass
+from .._classes import DownloadClass, PrincipalKind
+from .._clock import Clock
+from .._early_polls import EarlyPolls
 from .._grant_state import GrantState
 from .._model import (
-    ClassStats,
+    Admitted,
+    ByteRange,
+    Decision,
+    DeliveryOutcome,
+    DownloadRequest,
+    Grant,
     HistogramSnapshot,
-    RejectReason,
+    Rejected,
     SchedulerStats,
 )
-from .._request_admission import PendingRequest
-from ..policy import CLASS_COUNT
+from .._own_downloads import OWN_DOWNLOADS_LIMIT, OwnDownloads
+from .._queue_state import QueueState
+from .._rate import PeakRateMeter
+from .._request_admission import PendingRequest, RequestAdmission
+from .._tickets import TicketSigner
+from ..policy import StartEstimate
 from ..settings import SchedulerSettings
-from ._core_admission import CoreAdmission
-from ._core_delivery import CoreDelivery
-from ._core_state import _ACTIVE, _PAUSED, _SHARED, _WAITING, TickOutcome, ages_of
-from ._core_tick import CoreTick
+from ._admission import Admission
+from ._answers import Answers
+from ._counters import Counters
+from ._delivery import Delivery
+from ._own_downloads import downloads_of
+from ._queue_state import queue_state_of
+from ._session import Session
+from ._slots import Slots
+from ._statistics import Statistics
+from ._table import SessionTable
+from ._tick import Tick, TickOutcome
 
 __all__ = ["GrantState", "PendingRequest", "SchedulerCore", "TickOutcome"]
 
 
-class SchedulerCore(CoreAdmission, CoreDelivery, CoreTick):
+class SchedulerCore:
     """Deterministic download-session scheduler (the in-memory implementation's brain)."""
 
+    __slots__ = ("_admission", "_answers", "_clock", "_counters", "_delivery", "_early",
+                 "_grants", "_requests", "_slots", "_statistics", "_table", "_tick")  # fmt: skip
+
+    def __init__(
+        self,
+        settings: SchedulerSettings,
+        clock: Clock,
+        signer: TicketSigner | None = None,
+    ) -> None:
+        self._clock = clock
+        counters = self._counters = Counters()
+        early = self._early = EarlyPolls()  # early polls answered without a decision (ADR 0029)
+        rate = PeakRateMeter()
+        grants: dict[int, GrantState[Session]] = {}
+        self._grants = grants
+        # Per-request places (small objects, shared): the component both stores use.
+        requests = self._requests = RequestAdmission(
+            settings, clock, rate=rate, bytes_by_class=counters.bytes_by_class
+        )
+        table = self._table = SessionTable(settings, clock, early=early, counters=counters)
+        slots = self._slots = Slots(settings, clock, table=table)
+        answers = self._answers = Answers(
+            settings,
+            clock,
+            signer,
+            table=table,
+            slots=slots,
+            rate=rate,
+            early=early,
+            counters=counters,
+        )
+        self._admission = Admission(
+            settings,
+            clock,
+            signer,
+            table=table,
+            slots=slots,
+            answers=answers,
+            requests=requests,
+            early=early,
+            grants=grants,
+            counters=counters,
+        )
+        self._delivery = Delivery(
+            clock,
+            table=table,
+            requests=requests,
+            grants=grants,
+            rate=rate,
+            bytes_by_class=counters.bytes_by_class,
+        )
+        self._tick = Tick(
+            settings, clock, table=table, slots=slots, answers=answers, counters=counters
+        )
+        self._statistics = Statistics(
+            settings, clock, table=table, answers=answers, requests=requests, counters=counters
+        )
+
+    # ================================================================ parts
+    @property
+    def admission(self) -> Admission:
+        """The admission part; the async wrapper calls its fast path directly."""
+        return self._admission
+
+    @property
+    def delivery(self) -> Delivery:
+        """The delivery part; the async wrapper reports the fast path's ranges to it."""
+        return self._delivery
+
+    @property
+    def requests(self) -> RequestAdmission:
+        """The per-request places; the async wrapper waits on them."""
+        return self._requests
+
+    @property
+    def table(self) -> SessionTable:
+        """The session table, read by tests that check an index directly."""
+        return self._table
+
     # ================================================================ control
+    @property
+    def settings(self) -> SchedulerSettings:
+        return self._table.settings
+
+    @property
+    def clock(self) -> Clock:
+        return self._clock
+
+    @property
+    def closed(self) -> bool:
+        return self._table.closed
+
     def configure(self, settings: SchedulerSettings) -> None:
-        """Apply from the next decision on; env-only fields keep their start-up values."""
-        settings = settings.keeping_environment_only(self._settings)
-        self._settings = settings
+        """Apply from the next decision on; env-only fields keep their start-up values.
+
+        Every part that reads the settings is handed the new ones here, at once."""
+        settings = settings.keeping_environment_only(self._table.settings)
         self._early.clear()  # the next poll of every waiter is decided anew (R-STRAT-4)
-        self._queue.reconfigure(
-            settings.strategy, settings.weights, settings.aging_minutes * 60, ages_of(settings)
-        )
-        self._under_share_waiting = sum(
-            principal.waiting
-            for principal in self._principals.values()
-            if principal.active < settings.per_principal
-        )
-        stop = not settings.preempt or settings.strategy is _SHARED
-        if stop and self._pending_yield is not None:
-            self._pending_yield.yield_requested = False
-            self._pending_yield.blocked_by = None
-            self._pending_yield = None
-        self._mark_epoch += 1
+        self._table.configure(settings)
+        self._slots.settings = settings
+        self._answers.settings = settings
+        self._admission.settings = settings
+        self._tick.settings = settings
+        self._statistics.settings = settings
 
     def close(self) -> list[int]:
         """Stop admitting new work; returns per-request waiters to wake with a refusal."""
-        self._closed = True
+        self._table.closed = True
         return self._requests.close()
 
-    # ================================================================ stats
-    def stats(self) -> SchedulerStats:
-        now = self._clock.monotonic()
-        per_class: dict[DownloadClass, ClassStats] = {}
-        for rank in range(CLASS_COUNT):
-            cls = DownloadClass.by_rank(rank)
-            oldest = self._queue.oldest_waiting_since(rank)
-            per_class[cls] = ClassStats(
-                waiting=self._by_class_waiting[rank],
-                active=self._by_class_active[rank],
-                paused=self._by_class_paused[rank],
-                oldest_wait_seconds=0.0 if oldest is None else max(0.0, now - oldest),
-                bytes_delivered=self._bytes_by_class[rank],
-                wait_seconds=self._wait_histograms[rank].snapshot(),
-            )
-        empty_in: float | None = None
-        if self._queue:
-            rate = self._current_rate()
-            active_bytes = sum(session.remaining_bytes() for session in self._active.values())
-            empty_in = (self._waiting_bytes + active_bytes) / rate
-        settings = self._settings
-        return SchedulerStats(
-            strategy=settings.strategy.value,
-            admission="per-request" if settings.strategy is _SHARED else "session",
-            sessions_limit=settings.sessions,
-            per_class=per_class,
-            request_active=self._requests.active,
-            request_waiting=self._requests.waiting,
-            admitted_total=self._counters.admitted + self._requests.admitted,
-            completed_total=self._counters.completed,
-            no_shows_total=self._counters.no_shows,
-            idle_releases_total=self._counters.idle_releases,
-            preemptions_total=self._counters.preemptions,
-            rejections_total=_merged(self._counters.rejections, self._requests.rejections),
-            estimate_error_seconds=self._estimates.absolute().snapshot(),
-            estimate_accuracy=self._estimates.accuracy(),
-            last_tick_seconds=self._last_tick_seconds,
-            delivery_rate=self._current_rate(),
-            queue_empty_in_seconds=empty_in,
-            closed=self._closed,
+    # ================================================================ admission
+    def admit(self, request: DownloadRequest) -> Decision | PendingRequest:
+        """Decide one GET (see ``DownloadScheduler.admit``); never blocks."""
+        return self._admission.admit(request)
+
+    def admit_now(
+        self,
+        principal: str,
+        principal_kind: PrincipalKind,
+        base_class: DownloadClass | None,
+        requested_class: str | None,
+        download_id: str | None,
+        object_id: str,
+        object_size: int,
+        client_address: str,
+        byte_range: ByteRange | None,
+    ) -> GrantState[Session] | None:
+        """The fast path of :meth:`admit` (see :meth:`Admission.admit_now`)."""
+        return self._admission.admit_now(
+            principal,
+            principal_kind,
+            base_class,
+            requested_class,
+            download_id,
+            object_id,
+            object_size,
+            client_address,
+            byte_range,
         )
 
+    def grant_per_request(self, cls: DownloadClass, byte_range: ByteRange | None) -> Admitted:
+        """Issue a grant for a per-request place already counted as taken."""
+        return self._requests.grant(cls, byte_range)
+
+    def cancel_pending(self, pending: PendingRequest) -> Rejected | None:
+        """The wait for a per-request place ran out. None if it was promoted meanwhile."""
+        return self._requests.cancel(pending)
+
+    # ================================================================ delivery
+    def report(self, grant: Grant, outcome: DeliveryOutcome) -> list[int]:
+        """Record how a response ended. Returns per-request waiters promoted into places."""
+        return self._delivery.report(grant, outcome)
+
+    def report_state(self, state: GrantState[Session], outcome: DeliveryOutcome) -> list[int]:
+        """:meth:`report` for a grant of :meth:`admit_now`; a second call is a no-op."""
+        return self._delivery.report_state(state, outcome)
+
+    def release_per_request(self, state: GrantState[Session], sent: int) -> list[int]:
+        """Give back a place of :meth:`admit_now` after ``sent`` bytes.
+
+        What :meth:`report` does for a per-request grant: ``sent`` is the byte count
+        a ``Delivered`` outcome stands for (the whole object, or the granted range), or
+        the bytes sent before an interruption or failure. A second call is a no-op.
+        Returns the per-request waiters promoted into the freed place.
+        """
+        return self._requests.release(state, sent)
+
+    def progress(self, grant: Grant, nbytes: int) -> None:
+        self._delivery.progress(grant, nbytes)
+
+    def progress_per_request(self, state: GrantState[Session], nbytes: int) -> None:
+        """:meth:`progress` for a place or range of :meth:`admit_now`."""
+        self._delivery.progress_per_request(state, nbytes)
+
+    # ================================================================ tick
+    def tick(self) -> TickOutcome:
+        """Expire, release idle slots, age, preempt, mark; see the rules of this file."""
+        return self._tick.tick()
+
+    def record_tick_duration(self, seconds: float) -> None:
+        self._counters.last_tick_seconds = seconds
+
+    @property
+    def last_tick_seconds(self) -> float:
+        return self._counters.last_tick_seconds
+
+    # ================================================================ reading
+    def stats(self) -> SchedulerStats:
+        return self._statistics.stats()
+
     def estimate_error(self) -> HistogramSnapshot:
-        return self._estimates.absolute().snapshot()
+        return self._statistics.estimate_error()
+
+    def estimate(self, session: Session, now: float) -> StartEstimate:
+        """A waiting session's place and start as its next poll computes them."""
+        return self._answers.estimate(session, now)
+
+    def queue_state(self) -> QueueState:
+        """The operator's view now (see :class:`QueueState`)."""
+        return queue_state_of(self._table, self._statistics.stats(), self._clock)
+
+    def downloads_of(self, principal: str, limit: int = OWN_DOWNLOADS_LIMIT) -> OwnDownloads:
+        """The downloads of ``principal`` now (see :class:`OwnDownloads`)."""
+        return downloads_of(self._table, self._answers, self._clock, principal, limit)
 
     # ================================================================ introspection
     def debug_invariants(self) -> list[str]:
         """Structural checks for tests; O(n). Returns the violated invariants."""
-        problems: list[str] = []
-        states = [s.state for s in self._sessions.values()]
-        if states.count(_ACTIVE) != len(self._active):
-            problems.append("active index out of sync")
-        if states.count(_WAITING) != len(self._queue):
-            problems.append("waiting index out of sync")
-        if sum(self._by_class_waiting) != len(self._queue):
-            problems.append("per-class waiting counters out of sync")
-        if sum(self._by_class_active) != len(self._active):
-            problems.append("per-class active counters out of sync")
-        if sum(self._by_class_paused) != states.count(_PAUSED):
-            problems.append("per-class paused counters out of sync")
-        interactive = sum(1 for s in self._active.values() if s.interactive)
-        if interactive != self._active_interactive:
-            problems.append("interactive counter out of sync")
-        share = self._settings.per_principal
-        expected_under = sum(p.waiting for p in self._principals.values() if p.active < share)
-        if expected_under != self._under_share_waiting:
-            problems.append("under-share waiting counter out of sync")
-        for principal in self._principals.values():
-            owned = [s for s in self._sessions.values() if s.principal is principal]
-            if len(owned) != principal.sessions:
-                problems.append(f"principal session count out of sync ({principal.sessions})")
-            if list(principal.owned) != owned:
-                problems.append("principal's own sessions out of sync")
-            if sum(s.state is _WAITING for s in owned) != principal.waiting:
-                problems.append("principal waiting count out of sync")
-            if sum(s.state is _ACTIVE for s in owned) != principal.active:
-                problems.append("principal active count out of sync")
-        for session in self._sessions.values():
-            if session.delivered is not None:
-                spans = session.delivered.intervals()
-                if len(spans) > 64:
-                    problems.append("more than 64 delivered intervals")
-                for (_, end), (start, _) in itertools.pairwise(spans):
-                    if start <= end:
-                        problems.append("delivered intervals overlap or touch")
-        return problems
+        return self._table.debug_invariants()
+
+    @property
+    def active_count(self) -> int:
+        return len(self._table.active)
+
+    @property
+    def waiting_count(self) -> int:
+        return len(self._table.queue)
+
+    @property
+    def session_count(self) -> int:
+        return len(self._table.sessions)
 
     def grants_in_flight(self) -> int:
         return len(self._grants) + self._requests.in_flight
 
     def principal_active(self, principal: str) -> int:
-        record = self._principals.get(principal)
+        record = self._table.principals.get(principal)
         return 0 if record is None else record.active
 
     def contenders_waiting(self) -> int:
-        return self._under_share_waiting
+        return self._table.under_share_waiting
 
     def active_noninteractive(self) -> int:
-        return len(self._active) - self._active_interactive
-
-
-def _merged(
-    first: dict[RejectReason, int], second: dict[RejectReason, int]
-) -> dict[RejectReason, int]:
-    """The rejection counts of the session path and of the per-request places, added up."""
-    merged = dict(first)
-    for reason, count in second.items():
-        merged[reason] = merged.get(reason, 0) + count
-    return merged
+        return len(self._table.active) - self._table.active_interactive

@@ -32,13 +32,13 @@ from ..policy import (
     AGING_CAP_RANK,
     CLASS_COUNT,
     ROUND_HISTORY_SECONDS,
+    Strategy,
     promote_at,
     service_order,
     smallest_first_key,
     stride_ahead,
     strides_of,
 )
-from ..settings import Strategy
 from ._session import Session
 
 __all__ = ["FairQueue"]

@@ -1,9 +1,10 @@
 """The in-memory implementation of the port: the embedded default.
 
-A thin async shell around :class:`SchedulerCore`. All state lives in the core and every
-core call is synchronous and short, so no lock is needed on one event loop; the shell
-only adds what needs ``await``: waiting for a per-request place and waking held
-requests when the queue changes.
+A thin async shell around :class:`SchedulerCore`. All state lives in the core's parts
+and every call is synchronous and short, so no lock is needed on one event loop; the
+shell only adds what needs ``await``: waiting for a per-request place and waking held
+requests when the queue changes. The request paths call the part whose job they are
+(admission, delivery, the per-request places) directly, as the core would.
 """
 
 from __future__ import annotations
@@ -33,13 +34,12 @@ from .._tickets import TicketSigner
 from .._ticking import next_tick_delay
 from ..settings import SchedulerSettings
 from ._core import SchedulerCore
-from ._own_downloads import downloads_of
-from ._queue_state import queue_state_of
+from ._session import Session
 
 __all__ = ["InMemoryDownloadScheduler"]
 
 
-class InMemoryDownloadScheduler(DownloadScheduler, FastPath[GrantState]):
+class InMemoryDownloadScheduler(DownloadScheduler, FastPath[GrantState[Session]]):
     """One process's queue in memory. Positions survive a restart through tickets.
 
     ``ticket_keys`` (newest first) enable ``Arkvory-Queue-Ticket``; without keys the
@@ -62,6 +62,8 @@ class InMemoryDownloadScheduler(DownloadScheduler, FastPath[GrantState]):
         self._core = SchedulerCore(
             settings or SchedulerSettings.from_env(), clock or SystemClock(), signer
         )
+        self._admission = self._core.admission
+        self._delivery = self._core.delivery
         self._requests = self._core.requests
         self._changed = anyio.Event()
         self._watchers = 0
@@ -77,7 +79,7 @@ class InMemoryDownloadScheduler(DownloadScheduler, FastPath[GrantState]):
         return self._core.settings
 
     async def admit(self, request: DownloadRequest) -> Decision:
-        decision = self._core.admit(request)
+        decision = self._admission.admit(request)
         if not isinstance(decision, PendingRequest):
             return decision
         try:
@@ -87,14 +89,14 @@ class InMemoryDownloadScheduler(DownloadScheduler, FastPath[GrantState]):
             raise
 
     async def report(self, grant: Grant, outcome: DeliveryOutcome) -> None:
-        self._core.report(grant, outcome)
+        self._delivery.report(grant, outcome)
         self._notify()
 
     async def progress(self, grant: Grant, nbytes: int) -> None:
-        self._core.progress(grant, nbytes)
+        self._delivery.progress(grant, nbytes)
 
     # ------------------------------------------------------------ fast path
-    def fast_path(self) -> FastPath[GrantState] | None:
+    def fast_path(self) -> FastPath[GrantState[Session]] | None:
         """This scheduler, unless a subclass overrides ``admit``, ``report`` or
         ``progress`` to observe or change each call (such as a recording test double):
         every request must then pass through them."""
@@ -117,16 +119,16 @@ class InMemoryDownloadScheduler(DownloadScheduler, FastPath[GrantState]):
         object_size: int,
         client_address: str,
         byte_range: ByteRange | None,
-    ) -> GrantState | None:
+    ) -> GrantState[Session] | None:
         """A per-request place or a further range of an active download session, taken
         at once, or ``None``: then ``admit`` decides.
 
         A per-request place (``per_request``) is given back by
         :meth:`release_per_request`, a range (its ticket in ``ticket``) by
-        :meth:`report_range`. The checks are the core's (:meth:`SchedulerCore.admit_now`),
+        :meth:`report_range`. The checks are the admission's (:meth:`Admission.admit_now`),
         in ``admit``'s order; raises :class:`InvalidRequestError` as ``admit`` does.
         """
-        return self._core.admit_now(
+        return self._admission.admit_now(
             principal,
             principal_kind,
             base_class,
@@ -138,18 +140,18 @@ class InMemoryDownloadScheduler(DownloadScheduler, FastPath[GrantState]):
             byte_range,
         )
 
-    def release_per_request(self, grant: GrantState, sent: int) -> None:
+    def release_per_request(self, grant: GrantState[Session], sent: int) -> None:
         self._requests.release(grant, sent)  # wakes a waiter promoted into the place
         if self._watchers:
             self._notify()  # without replacing the event when nobody waits (the common case)
 
-    def report_range(self, grant: GrantState, outcome: DeliveryOutcome) -> None:
-        self._core.report_state(grant, outcome)
+    def report_range(self, grant: GrantState[Session], outcome: DeliveryOutcome) -> None:
+        self._delivery.report_state(grant, outcome)
         if self._watchers:
             self._notify()
 
-    def progress_now(self, grant: GrantState, nbytes: int) -> None:
-        self._core.progress_per_request(grant, nbytes)
+    def progress_now(self, grant: GrantState[Session], nbytes: int) -> None:
+        self._delivery.progress_per_request(grant, nbytes)
 
     async def wait_for_change(self, timeout: float) -> None:
         changed = self._changed
@@ -182,12 +184,12 @@ class InMemoryDownloadScheduler(DownloadScheduler, FastPath[GrantState]):
         return self._core.stats()
 
     async def queue_state(self) -> QueueState:
-        return queue_state_of(self._core)
+        return self._core.queue_state()
 
     async def downloads_of(
         self, principal: str, *, limit: int = OWN_DOWNLOADS_LIMIT
     ) -> OwnDownloads:
-        return downloads_of(self._core, principal, limit)
+        return self._core.downloads_of(principal, limit)
 
     async def close(self) -> None:
         self._core.close()  # refuses and wakes the per-request waiters

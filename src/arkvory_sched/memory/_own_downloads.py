@@ -1,7 +1,7 @@
 """``downloads_of()`` of the in-memory store: one principal's sessions, read in place.
 
-A reader beside the core, like :mod:`._queue_state`: it changes nothing a client would
-notice (the estimate is the one a poll computes, without the poll's records). The
+A reader, like :mod:`._queue_state`: it changes nothing a client would notice (the
+estimate is the one a poll computes, without the poll's records). The
 principal's record keeps its sessions in arrival order, so the cost is the number
 shown, each with one place in the fair queue (O(log n)), whatever the queue's length.
 """
@@ -9,32 +9,36 @@ shown, each with one place in the fair queue (O(log n)), whatever the queue's le
 from __future__ import annotations
 
 from .._classes import DownloadClass
+from .._clock import Clock
 from .._own_downloads import OWN_DOWNLOADS_LIMIT, DownloadState, OwnDownload, OwnDownloads
 from ..policy import PAUSE_RETENTION_SECONDS
-from ._core import SchedulerCore
-from ._core_state import _ACTIVE, _PAUSED, _WAITING
-from ._session import Session
+from ._answers import Answers
+from ._session import ACTIVE, PAUSED, WAITING, Session
+from ._table import SessionTable
 
 __all__ = ["downloads_of"]
 
 
 def downloads_of(
-    core: SchedulerCore, principal: str, limit: int = OWN_DOWNLOADS_LIMIT
+    table: SessionTable,
+    answers: Answers,
+    clock: Clock,
+    principal: str,
+    limit: int = OWN_DOWNLOADS_LIMIT,
 ) -> OwnDownloads:
-    """The downloads of ``principal`` now (see :class:`OwnDownloads`)."""
+    """The downloads of ``principal`` now (see :class:`OwnDownloads`); a waiter's
+    estimate is the one its next poll would get from ``answers``."""
     limit = max(1, min(limit, OWN_DOWNLOADS_LIMIT))
-    clock = core.clock
     now = clock.monotonic()
     wall = clock.wall()
-    # The core's own structures: this module is its read-only companion.
-    record = core._principals.get(principal)
+    record = table.principals.get(principal)
     if record is None:
         return OwnDownloads(principal=principal, at=wall, downloads=(), total=0)
     shown: list[OwnDownload] = []
     for session in record.owned:
         if len(shown) >= limit:
             break
-        described = _describe(core, session, now, wall)
+        described = _describe(answers, session, now, wall)
         if described is not None:
             shown.append(described)
     return OwnDownloads(
@@ -42,7 +46,7 @@ def downloads_of(
     )
 
 
-def _describe(core: SchedulerCore, session: Session, now: float, wall: float) -> OwnDownload | None:
+def _describe(answers: Answers, session: Session, now: float, wall: float) -> OwnDownload | None:
     start = session.start_offset or 0
     delivered = (
         0
@@ -51,21 +55,21 @@ def _describe(core: SchedulerCore, session: Session, now: float, wall: float) ->
     )
     position: int | None = None
     starts_at = earliest = latest = rate = None
-    if session.state is _WAITING:
+    if session.state is WAITING:
         state = DownloadState.WAITING
-        estimate = core.estimate(session, now)
+        estimate = answers.estimate(session, now)
         offset = estimate.wall_offset
         position = estimate.ahead + 1
         starts_at = estimate.start + offset
         earliest = estimate.earliest + offset
         latest = estimate.latest + offset
         since = wall - max(0.0, now - session.waiting_since)
-    elif session.state is _ACTIVE:
+    elif session.state is ACTIVE:
         state = DownloadState.ACTIVE
         held = max(0.0, now - session.slot_since)
         rate = delivered / held if held > 0 else 0.0
         since = wall - held
-    elif session.state is _PAUSED:
+    elif session.state is PAUSED:
         state = DownloadState.PAUSED
         paused_at = session.paused_until - PAUSE_RETENTION_SECONDS
         since = wall - max(0.0, now - paused_at)

@@ -1,11 +1,10 @@
-"""``queue_state()`` of the in-memory store: read from the core's live structures.
+"""``queue_state()`` of the in-memory store: read from the session table's live structures.
 
-A reader, not a part of the core: it changes nothing and is not on any request path,
-so it lives beside the core rather than in it. It reads the per-class counters, the
-active sessions (at most ``sessions``) and the first entry of each class's lane, so it
-costs the same at a hundred and at a million waiting sessions.
+A reader: it changes nothing and is not on any request path. It reads the per-class
+counters, the active sessions (at most ``sessions``) and the first entry of each class's
+lane, so it costs the same at a hundred and at a million waiting sessions.
 
-The core counts waiting bytes in total, not per class. Up to :data:`EXACT_UP_TO`
+The table counts waiting bytes in total, not per class. Up to :data:`EXACT_UP_TO`
 waiting sessions the bytes of each class are summed exactly (a walk that short costs
 less than a millisecond); beyond that the total is shared out by each class's number of
 waiters, which is exact when one class waits — the mass update — and otherwise assumes
@@ -17,34 +16,34 @@ from __future__ import annotations
 from typing import Final
 
 from .._classes import DownloadClass
+from .._clock import Clock
+from .._model import SchedulerStats
 from .._queue_state import ActiveSession, ClassQueue, QueueState
 from ..policy import CLASS_COUNT
-from ._core import SchedulerCore
 from ._session import Session
+from ._table import SessionTable
 
 __all__ = ["EXACT_UP_TO", "queue_state_of"]
 
 EXACT_UP_TO: Final = 4096
 
 
-def queue_state_of(core: SchedulerCore) -> QueueState:
-    """The operator's view of ``core`` now (see :class:`QueueState`)."""
-    stats = core.stats()
-    clock = core.clock
+def queue_state_of(table: SessionTable, stats: SchedulerStats, clock: Clock) -> QueueState:
+    """The operator's view of ``table`` now, beside the ``stats`` just read (see
+    :class:`QueueState`)."""
     now = clock.monotonic()
     wall = clock.wall()
-    # The core's own structures: this module is its read-only companion.
-    active = list(core._active.values())
-    heads = core._queue.heads()
-    contenders = core.contenders_waiting() > 0
-    share = core.settings.per_principal
+    active = list(table.active.values())
+    heads = table.queue.heads()
+    contenders = table.under_share_waiting > 0
+    share = table.settings.per_principal
     remaining = [0] * CLASS_COUNT
     sessions: list[ActiveSession] = []
     for session in active:
         left = session.remaining_bytes()
         remaining[session.base_class.rank] += left
         sessions.append(_active_session(session, left, now, wall))
-    waiting_bytes = _waiting_bytes(core, [stats.per_class[c].waiting for c in DownloadClass])
+    waiting_bytes = _waiting_bytes(table, [stats.per_class[c].waiting for c in DownloadClass])
     per_class: dict[DownloadClass, ClassQueue] = {}
     for rank in range(CLASS_COUNT):
         lane = heads[rank]
@@ -76,14 +75,14 @@ def _active_session(session: Session, left: int, now: float, wall: float) -> Act
     )
 
 
-def _waiting_bytes(core: SchedulerCore, counts: list[int]) -> list[int]:
+def _waiting_bytes(table: SessionTable, counts: list[int]) -> list[int]:
     total = sum(counts)
     by_class = [0] * CLASS_COUNT
     if total <= EXACT_UP_TO:
-        for lane in core._queue.heads():
+        for lane in table.queue.heads():
             for entry in lane:
                 session: Session = entry[3]
                 by_class[session.base_class.rank] += session.object_size
         return by_class
-    waiting = core._waiting_bytes
+    waiting = table.waiting_bytes
     return [waiting * count // total for count in counts]

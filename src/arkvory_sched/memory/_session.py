@@ -14,6 +14,10 @@ from .._classes import DownloadClass
 from ._intervals import DeliveredRanges
 
 __all__ = [
+    "ACTIVE",
+    "GONE",
+    "PAUSED",
+    "WAITING",
     "PrincipalRecord",
     "Session",
     "SessionState",
@@ -25,6 +29,13 @@ class SessionState(IntEnum):
     ACTIVE = 1
     PAUSED = 2
     GONE = 3
+
+
+# The members bound once as module constants: on Python 3.11 every ``SessionState.X``
+# lookup takes the enum's slow ``__getattr__`` hook, and the request paths read them
+# (ADR 0013).
+WAITING, ACTIVE = SessionState.WAITING, SessionState.ACTIVE
+PAUSED, GONE = SessionState.PAUSED, SessionState.GONE
 
 
 class PrincipalRecord:

@@ -1,25 +1,56 @@
-"""Recording how a response went: progress, delivered ranges, completion."""
+"""Recording how a response went: progress, delivered ranges, completion.
+
+Per-request places are ended by the per-request component; a session's range is ended
+here, which counts its bytes (the delivery rate behind the estimates and the per-class
+byte counters), judges where the download starts (R-SESS-8), and completes the session
+in the table once every byte from its start to the end has been delivered.
+"""
 
 from __future__ import annotations
 
+from .._clock import Clock
 from .._grant_state import GrantState
 from .._model import (
     Delivered,
     DeliveryOutcome,
     Grant,
 )
+from .._rate import PeakRateMeter
+from .._request_admission import RequestAdmission
 from ..policy import sets_start
-from ._core_estimates import CoreEstimates
-from ._core_state import _GONE
 from ._intervals import DeliveredRanges
+from ._session import GONE, Session
+from ._table import SessionTable
 
-__all__ = ["CoreDelivery"]
+__all__ = ["Delivery"]
 
 
-class CoreDelivery(CoreEstimates):
-    """The delivery path of :class:`SchedulerCore` (``report`` and ``progress``)."""
+class Delivery:
+    """The delivery path of the in-memory store (``report`` and ``progress``).
 
-    # ================================================================ delivery
+    ``grants`` is the map of session grants in flight that the admission fills;
+    ``rate`` and ``bytes_by_class`` are the meter and byte counters every response
+    feeds, the per-request ones included. It keeps no ``__slots__``, so that a test
+    may wrap ``report_state`` on one instance and see every session outcome.
+    """
+
+    def __init__(
+        self,
+        clock: Clock,
+        *,
+        table: SessionTable,
+        requests: RequestAdmission,
+        grants: dict[int, GrantState[Session]],
+        rate: PeakRateMeter,
+        bytes_by_class: list[int],
+    ) -> None:
+        self._clock = clock
+        self._table = table
+        self._requests = requests
+        self._grants = grants
+        self._rate = rate
+        self._bytes_by_class = bytes_by_class
+
     def report(self, grant: Grant, outcome: DeliveryOutcome) -> list[int]:
         """Record how a response ended. Returns per-request waiters promoted into places."""
         if grant.admission == "per-request":
@@ -29,9 +60,9 @@ class CoreDelivery(CoreEstimates):
             return []
         return self.report_state(state, outcome)
 
-    def report_state(self, state: GrantState, outcome: DeliveryOutcome) -> list[int]:
-        """:meth:`report` for a range of :meth:`admit_now` (any grant state); a second
-        call is a no-op."""
+    def report_state(self, state: GrantState[Session], outcome: DeliveryOutcome) -> list[int]:
+        """:meth:`report` for a range of ``admit_now`` (any grant state); a second call is a
+        no-op."""
         session = state.session
         if session is None:
             return self._requests.report_state(state, outcome)
@@ -65,19 +96,9 @@ class CoreDelivery(CoreEstimates):
             if session.delivered is None:
                 session.delivered = DeliveredRanges()
             session.delivered.add(counted.start, counted.end)
-        if session.state is not _GONE and session.is_complete():
-            self._complete(session)
+        if session.state is not GONE and session.is_complete():
+            self._table.complete(session)
         return []
-
-    def release_per_request(self, state: GrantState, sent: int) -> list[int]:
-        """Give back a place of :meth:`admit_now` after ``sent`` bytes.
-
-        What :meth:`report` does for a per-request grant: ``sent`` is the byte count
-        a ``Delivered`` outcome stands for (the whole object, or the granted range), or
-        the bytes sent before an interruption or failure. A second call is a no-op.
-        Returns the per-request waiters promoted into the freed place.
-        """
-        return self._requests.release(state, sent)
 
     def progress(self, grant: Grant, nbytes: int) -> None:
         if grant.admission == "per-request":
@@ -87,8 +108,8 @@ class CoreDelivery(CoreEstimates):
         if state is not None:
             self.progress_per_request(state, nbytes)
 
-    def progress_per_request(self, state: GrantState, nbytes: int) -> None:
-        """:meth:`progress` for a place or range of :meth:`admit_now` (or any grant state)."""
+    def progress_per_request(self, state: GrantState[Session], nbytes: int) -> None:
+        """:meth:`progress` for a place or range of ``admit_now`` (or any grant state)."""
         if state.session is None:
             self._requests.progress_state(state, nbytes)
             return
@@ -100,7 +121,7 @@ class CoreDelivery(CoreEstimates):
         if state.session is not None:
             state.session.last_activity = now
 
-    def _record_bytes(self, state: GrantState, nbytes: int, now: float) -> None:
+    def _record_bytes(self, state: GrantState[Session], nbytes: int, now: float) -> None:
         if nbytes <= 0:
             return
         self._rate.record(state.last_progress, now, nbytes)

@@ -1,13 +1,26 @@
-"""The answers a waiting or refused client gets: estimates, ``Queued``, tickets."""
+"""The answers a waiting or refused client gets: estimates, ``Queued``, tickets, refusals.
+
+It owns what only the answers need — the delivery rate's last peak, the table of when
+each slot frees (R-EST-1), the ticket signer — and records on a waiting session what
+its answer promised (its next check, its no-show deadline, its first estimate). A
+waiter's repeated answer is remembered in the early polls (ADR 0029), which the
+admission consults and the session table forgets when the waiter takes a slot.
+"""
 
 from __future__ import annotations
 
+import math
+
 from .._classes import DownloadClass
+from .._clock import Clock
+from .._early_polls import EarlyPolls
 from .._model import (
     Queued,
     Rejected,
     RejectReason,
 )
+from .._rate import PeakRateMeter
+from .._tickets import TicketSigner
 from ..policy import (
     TICKET_REUSE_SECONDS,
     StartEstimate,
@@ -23,40 +36,68 @@ from ..policy import (
     queued_retry_after,
     window_estimate,
 )
-from ._core_transitions import CoreTransitions
+from ..settings import SchedulerSettings
+from ._counters import Counters
 from ._session import Session
+from ._slots import Slots
+from ._table import SessionTable
 
-__all__ = ["CoreEstimates"]
+__all__ = ["Answers"]
 
 
-class CoreEstimates(CoreTransitions):
+class Answers:
     """Delivery rate, start estimates, the ``Queued`` answer, tickets and refusals."""
 
-    # ================================================================ estimates
-    def _aging_on(self) -> bool:
-        return self._settings.aging_minutes > 0
+    __slots__ = ("_clock", "_counters", "_early", "_finish_table", "_finish_table_at",
+                 "_last_rate", "_rate", "_signer", "_slots", "_table", "settings")  # fmt: skip
 
-    def _current_rate(self) -> float:
+    def __init__(
+        self,
+        settings: SchedulerSettings,
+        clock: Clock,
+        signer: TicketSigner | None,
+        *,
+        table: SessionTable,
+        slots: Slots,
+        rate: PeakRateMeter,
+        early: EarlyPolls,
+        counters: Counters,
+    ) -> None:
+        self.settings = settings
+        self._clock = clock
+        self._signer = signer
+        self._table = table
+        self._slots = slots
+        self._rate = rate
+        self._early = early
+        self._counters = counters
+        self._last_rate = 0.0
+        self._finish_table: list[float] = []
+        self._finish_table_at = -math.inf
+
+    # ================================================================ estimates
+    def current_rate(self) -> float:
         peak = self._rate.peak(self._clock.monotonic())
         if peak > 0:
             self._last_rate = peak
-        return estimate_rate(peak, self._last_rate, self._settings.bandwidth)
+        return estimate_rate(peak, self._last_rate, self.settings.bandwidth)
 
-    def _refresh_finish_table(self, now: float) -> None:
+    def refresh_finish_table(self, now: float) -> None:
         """When each slot frees, from the remaining bytes of active sessions (R-EST-1)."""
-        per_session_rate = self._current_rate() / max(1, len(self._active))
+        active = self._table.active
+        per_session_rate = self.current_rate() / max(1, len(active))
         self._finish_table = finish_table(
-            (session.remaining_bytes() for session in self._active.values()),
+            (session.remaining_bytes() for session in active.values()),
             per_session_rate,
             now,
-            self._settings.sessions,
+            self.settings.sessions,
         )
         self._finish_table_at = now
 
     def _estimate_start(self, session: Session, ahead: int, now: float) -> float:
-        settings = self._settings
+        settings, table = self.settings, self._table
         if now - self._finish_table_at > 1.0:
-            self._refresh_finish_table(now)
+            self.refresh_finish_table(now)
         return estimate_start(
             self._finish_table,
             ahead=ahead,
@@ -64,21 +105,21 @@ class CoreEstimates(CoreTransitions):
             sessions=settings.sessions,
             reserve=settings.reserve,
             interactive=session.interactive,
-            active=len(self._active),
-            active_interactive=self._active_interactive,
-            waiting=len(self._queue),
-            waiting_bytes=self._waiting_bytes,
-            rate=self._current_rate(),
+            active=len(table.active),
+            active_interactive=table.active_interactive,
+            waiting=len(table.queue),
+            waiting_bytes=table.waiting_bytes,
+            rate=self.current_rate(),
         )
 
     def estimate(self, session: Session, now: float) -> StartEstimate:
         """A waiting session's place and start as its next poll computes them, without
         recording anything (the poll's deadline, the scored first estimate and the
-        ticket are the caller's to record): ``_queued`` and the principal's own
+        ticket are the caller's to record): :meth:`queued` and the principal's own
         downloads page (issue #19) read the same numbers."""
         wall_offset = self._clock.wall() - now  # announced times are wall time (R-RES-5)
         window = self._window(session, now + wall_offset)
-        ahead = self._queue.ahead_of(session, window.lengths)
+        ahead = self._table.queue.ahead_of(session, window.lengths)
         start = self._estimate_start(session, ahead, now)
         moved, not_before = window.start(start + wall_offset, now + wall_offset)
         start = moved - wall_offset
@@ -86,7 +127,7 @@ class CoreEstimates(CoreTransitions):
         earliest = max(earliest, not_before - wall_offset)  # not before its window opens
         return StartEstimate(ahead, start, earliest, latest, wall_offset, window)
 
-    def _queued(
+    def queued(
         self, session: Session, now: float, *, newcomer: bool, again: bool = False
     ) -> Queued:
         """The answer to a waiting session. ``again``: it has just entered the queue
@@ -95,14 +136,15 @@ class CoreEstimates(CoreTransitions):
         estimate = self.estimate(session, now)
         ahead, start, wall_offset = estimate.ahead, estimate.start, estimate.wall_offset
         wait = start - now
+        table = self._table
         delay = estimate.window.check_delay(
             check_delay(
                 session.key,
                 newcomer=newcomer,
                 ahead=ahead,
                 wait=wait,
-                marked=session.mark == self._mark_epoch,
-                free_at_mark=self._free_at_mark,
+                marked=session.mark == table.mark_epoch,
+                free_at_mark=table.free_at_mark,
             ),
             jitter(session.key),
         )
@@ -111,7 +153,7 @@ class CoreEstimates(CoreTransitions):
             session.first_estimate_at = now
         session.check_at = now + delay
         session.no_show_at = no_show_at(session.check_at, delay)
-        self._deadlines.schedule(session, session.no_show_at)
+        table.deadlines.schedule(session, session.no_show_at)
         answer = Queued(
             position=None if newcomer else ahead + 1,
             starts_at=start + wall_offset,
@@ -120,7 +162,7 @@ class CoreEstimates(CoreTransitions):
             check_at=session.check_at + wall_offset,
             retry_after=queued_retry_after(delay),
             download_class=session.base_class,
-            ticket=self._issue_ticket(session),
+            ticket=self.issue_ticket(session),
         )
         if newcomer or again:  # a wait that just began: its next poll is decided
             self._early.forget(session.key)
@@ -132,20 +174,21 @@ class CoreEstimates(CoreTransitions):
         """What the windows change in an estimate made at ``wall`` (R-WIN-2, R-EST-2):
         closed classes are ahead of nobody; a waiter of one starts after its opening
         and asks again no later than that."""
-        settings = self._settings
+        settings, queue = self.settings, self._table.queue
         if not settings.class_windows:
-            return WindowEstimate(self._queue.lengths)
+            return WindowEstimate(queue.lengths)
         return window_estimate(
-            self._class_gate(),
+            self._slots.class_gate(),
             settings.schedule_of(session.base_class),
             session.base_class.rank,
             session.queue_rank,
-            self._queue.lengths,
-            self._by_class_active,
+            queue.lengths,
+            self._table.active_by_class,
             wall=wall,
         )
 
-    def _active_ticket(self, session: Session, now: float) -> str | None:
+    # ================================================================ tickets
+    def active_ticket(self, session: Session, now: float) -> str | None:
         """The ticket for a range of an active session, signed at most once a minute.
 
         A ticket is accepted for 15 minutes, so one signed a minute ago is as good as a
@@ -154,24 +197,24 @@ class CoreEstimates(CoreTransitions):
         cached = session.ticket
         if cached is not None and now - session.ticket_issued < TICKET_REUSE_SECONDS:
             return cached
-        ticket = self._issue_ticket(session)
+        ticket = self.issue_ticket(session)
         session.ticket = ticket
         session.ticket_issued = now
         return ticket
 
-    def _issue_ticket(self, session: Session) -> str | None:
+    def issue_ticket(self, session: Session) -> str | None:
         if self._signer is None:
             return None
         now_ms = max(int(self._clock.wall() * 1000), session.arrival_wall_ms)
         return self._signer.issue(session.key, session.arrival_wall_ms, now_ms)
 
-    def _busy_retry_after(self) -> int:
+    # ================================================================ refusals
+    def busy_retry_after(self) -> int:
         """An honest wait for a full queue: until about one slot turns over."""
-        return busy_retry_after(self._waiting_bytes, len(self._queue), self._current_rate())
+        table = self._table
+        return busy_retry_after(table.waiting_bytes, len(table.queue), self.current_rate())
 
-    def _reject(
-        self, reason: RejectReason, retry_after: int, cls: DownloadClass | None
-    ) -> Rejected:
+    def reject(self, reason: RejectReason, retry_after: int, cls: DownloadClass | None) -> Rejected:
         rejections = self._counters.rejections
         rejections[reason] = rejections.get(reason, 0) + 1
         return Rejected(reason, retry_after, cls)

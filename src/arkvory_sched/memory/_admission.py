@@ -1,8 +1,18 @@
-"""Admitting a GET: a new session, a further range, a returning waiter, a resumption."""
+"""Admitting a GET: a new session, a further range, a returning waiter, a resumption.
+
+:meth:`Admission.admit` decides every request; :meth:`Admission.admit_now` is its fast
+path for the two most common ones (ADR 0013). Small objects and the ``shared`` strategy
+go to the per-request places (:class:`RequestAdmission`); everything else is a session
+of the :class:`SessionTable`, started when :class:`Slots` finds a slot free for it and
+otherwise answered by :class:`Answers`. The admission owns the grants' tokens, the
+sessions' sequence numbers and the remembered session keys.
+"""
 
 from __future__ import annotations
 
 from .._classes import DownloadClass, PrincipalKind, applied_class
+from .._clock import Clock
+from .._early_polls import EarlyPolls
 from .._grant_state import GrantState
 from .._model import (
     Admitted,
@@ -10,43 +20,87 @@ from .._model import (
     Decision,
     DownloadRequest,
     Grant,
-    Rejected,
     RejectReason,
 )
-from .._request_admission import PendingRequest
-from .._session_keys import session_key
+from .._request_admission import PendingRequest, RequestAdmission
+from .._session_keys import SessionKeys, session_key
+from .._tickets import TicketSigner
 from ..policy import (
     SHUTDOWN_RETRY_SECONDS,
     uses_sessions,
     validated_download_id,
 )
-from ._core_estimates import CoreEstimates
-from ._core_state import _ACTIVE, _PAUSED
-from ._session import PrincipalRecord, Session
+from ..settings import SchedulerSettings
+from ._answers import Answers
+from ._counters import Counters
+from ._session import ACTIVE, PAUSED, Session
+from ._slots import Slots
+from ._table import SessionTable
 
-__all__ = ["CoreAdmission"]
+__all__ = ["Admission"]
 
 
-class CoreAdmission(CoreEstimates):
-    """The admission path of :class:`SchedulerCore` (``admit`` and its fast path)."""
+class Admission:
+    """The admission path of the in-memory store (``admit`` and its fast path).
+
+    ``grants`` is the store's map of session grants in flight, shared with delivery,
+    which ends them. The hot structures of the table (sessions, principals, the active
+    map) are held here directly: the fast path reads them with one attribute hop.
+    """
+
+    __slots__ = ("_active", "_answers", "_clock", "_counters", "_early", "_grants",
+                 "_next_token", "_principals", "_requests", "_seq", "_sessions", "_signer",
+                 "_slots", "_table", "keys", "settings")  # fmt: skip
+
+    def __init__(
+        self,
+        settings: SchedulerSettings,
+        clock: Clock,
+        signer: TicketSigner | None,
+        *,
+        table: SessionTable,
+        slots: Slots,
+        answers: Answers,
+        requests: RequestAdmission,
+        early: EarlyPolls,
+        grants: dict[int, GrantState[Session]],
+        counters: Counters,
+    ) -> None:
+        self.settings = settings
+        self._clock = clock
+        self._signer = signer
+        self._table = table
+        self._sessions = table.sessions
+        self._principals = table.principals
+        self._active = table.active
+        self._slots = slots
+        self._answers = answers
+        self._requests = requests
+        self._early = early
+        self._grants = grants
+        self._counters = counters
+        self.keys = SessionKeys()  # the remembered session keys, a bounded cache
+        self._next_token = 0
+        self._seq = 0
 
     # ================================================================ admission
     def admit(self, request: DownloadRequest) -> Decision | PendingRequest:
         """Decide one GET (see ``DownloadScheduler.admit``); never blocks."""
+        table, slots, answers = self._table, self._slots, self._answers
         now = self._clock.monotonic()
         download_id = validated_download_id(request.download_id)
-        base = self._settings.base_class_of(
+        base = self.settings.base_class_of(
             request.principal, request.principal_kind, request.base_class
         )
         cls = applied_class(base, request.requested_class)
-        sessions = uses_sessions(self._settings.admission_rules, request.object_size)
+        sessions = uses_sessions(self.settings.admission_rules, request.object_size)
         key: bytes | None = None
         if sessions or self._holds_slot(request.principal):
             # A small object hashes no key unless its principal holds a slot: only then
             # can the request belong to an active session (the key contains the principal).
             # Remembered: the fast path has just looked for the same key when it stepped
             # aside, and a waiting client's next poll looks again.
-            key = self._keys.key(
+            key = self.keys.key(
                 request.principal, request.object_id, download_id, request.client_address
             )
         if key is None or (not sessions and key not in self._active):
@@ -57,33 +111,33 @@ class CoreAdmission(CoreEstimates):
         byte_range = request.effective_range
         if session is None:
             return self._admit_new(request, key, cls, download_id is not None, byte_range, now)
-        if session.state is _ACTIVE:
-            if session.yield_requested and session.has_id and not self._closed:
-                self._requeue_yielded(session, now)
-                return self._queued(session, now, newcomer=False, again=True)
-            if session.in_flight >= self._settings.ranges_per_session:
-                return self._reject(RejectReason.RANGES_PER_SESSION, 1, session.base_class)
+        if session.state is ACTIVE:
+            if session.yield_requested and session.has_id and not table.closed:
+                table.requeue_yielded(session, now)
+                return answers.queued(session, now, newcomer=False, again=True)
+            if session.in_flight >= self.settings.ranges_per_session:
+                return answers.reject(RejectReason.RANGES_PER_SESSION, 1, session.base_class)
             return self._admit_range(session, byte_range, now)
-        if self._closed:
-            return self._reject(RejectReason.SHUTTING_DOWN, SHUTDOWN_RETRY_SECONDS, cls)
-        if session.state is _PAUSED:
-            self._resume_paused(session, now)
-            if self._may_start_without_queue(session):
-                self._activate(session, now)
+        if table.closed:
+            return answers.reject(RejectReason.SHUTTING_DOWN, SHUTDOWN_RETRY_SECONDS, cls)
+        if session.state is PAUSED:
+            table.resume_paused(session, now)
+            if slots.may_start_without_queue(session):
+                table.activate(session, now)
                 return self._admit_range(session, byte_range, now)
-            return self._queued(session, now, newcomer=False, again=True)
+            return answers.queued(session, now, newcomer=False, again=True)
         # WAITING: the client came back. Unless marked while a slot is free, well
         # before its checkAt it is told the same again, as the shared store must
         # without a statement (ADR 0029).
-        if self._may_take_marked_slot(session, now):
-            self._activate(session, now)
+        if slots.may_take_marked_slot(session, now):
+            table.activate(session, now)
             return self._admit_range(session, byte_range, now)
-        marked = session.mark == self._mark_epoch
-        if download_id is not None and not (marked and len(self._active) < self._settings.sessions):
+        marked = session.mark == table.mark_epoch
+        if download_id is not None and not (marked and len(self._active) < self.settings.sessions):
             early = self._early.answer(key, request.ticket, now, self._clock.wall() - now)
             if early is not None:
                 return early
-        return self._queued(session, now, newcomer=False)
+        return answers.queued(session, now, newcomer=False)
 
     def _holds_slot(self, principal: str) -> bool:
         """Whether ``principal`` has an active session (a dictionary lookup, no hashing)."""
@@ -103,7 +157,7 @@ class CoreAdmission(CoreEstimates):
         object_size: int,
         client_address: str,
         byte_range: ByteRange | None,
-    ) -> GrantState | None:
+    ) -> GrantState[Session] | None:
         """Grant at once what :meth:`admit` would grant without a queue; else ``None``.
 
         The fast path of the two most common requests (ADR 0013), with :meth:`admit`'s
@@ -111,10 +165,10 @@ class CoreAdmission(CoreEstimates):
 
         - a small object (per request) that does not belong to an active session (its
           key is hashed only when its principal holds a slot), while a place is free:
-          a place (``session`` is ``None``), given back by :meth:`release_per_request`;
+          a place (``session`` is ``None``), given back by ``release_per_request``;
         - a further range of a download session that holds its slot, is not asked to
           yield it and has a range place free: the range, its ticket in ``ticket``,
-          ended by :meth:`report_state`.
+          ended by ``Delivery.report_state``.
 
         Every other case returns ``None`` and the caller asks :meth:`admit`, which then
         decides exactly as it always does. Raises :class:`InvalidRequestError` as
@@ -123,12 +177,12 @@ class CoreAdmission(CoreEstimates):
         session, so its range steps aside and :meth:`admit` refuses it). Each grant is
         ended exactly once.
         """
-        if self._closed:
+        if self._table.closed:
             return None  # admit answers shutting down, or lets an active session finish
-        base_class = self._settings.base_class_of(principal, principal_kind, base_class)
-        if uses_sessions(self._settings.admission_rules, object_size):
+        base_class = self.settings.base_class_of(principal, principal_kind, base_class)
+        if uses_sessions(self.settings.admission_rules, object_size):
             session = self._sessions.get(
-                self._keys.key(principal, object_id, download_id, client_address)
+                self.keys.key(principal, object_id, download_id, client_address)
             )
             if session is None:
                 return None  # admit validates the request and decides
@@ -148,18 +202,18 @@ class CoreAdmission(CoreEstimates):
 
     def _further_range_now(
         self, session: Session, object_size: int, byte_range: ByteRange | None
-    ) -> GrantState | None:
+    ) -> GrantState[Session] | None:
         if (
-            session.state is not _ACTIVE
+            session.state is not ACTIVE
             or (session.yield_requested and session.has_id)
-            or session.in_flight >= self._settings.ranges_per_session
+            or session.in_flight >= self.settings.ranges_per_session
         ):
             return None
         if byte_range is None and object_size:
             byte_range = ByteRange.whole(object_size)  # as DownloadRequest.effective_range
         now = self._clock.monotonic()
         state = self._take_range(session, byte_range, now)
-        state.ticket = self._active_ticket(session, now)
+        state.ticket = self._answers.active_ticket(session, now)
         return state
 
     def _admit_new(
@@ -171,17 +225,15 @@ class CoreAdmission(CoreEstimates):
         byte_range: ByteRange | None,
         now: float,
     ) -> Decision:
-        settings = self._settings
-        if self._closed:
-            return self._reject(RejectReason.SHUTTING_DOWN, SHUTDOWN_RETRY_SECONDS, cls)
+        settings, table, answers = self.settings, self._table, self._answers
+        if table.closed:
+            return answers.reject(RejectReason.SHUTTING_DOWN, SHUTDOWN_RETRY_SECONDS, cls)
         if len(self._sessions) >= settings.queue_limit:
-            return self._reject(RejectReason.QUEUE_FULL, self._busy_retry_after(), cls)
+            return answers.reject(RejectReason.QUEUE_FULL, answers.busy_retry_after(), cls)
         principal = self._principals.get(request.principal)
         if principal is not None and principal.sessions >= settings.queue_per_principal:
-            return self._reject(RejectReason.PRINCIPAL_LIMIT, self._busy_retry_after(), cls)
-        if principal is None:
-            principal = PrincipalRecord(request.principal)
-            self._principals[request.principal] = principal
+            return answers.reject(RejectReason.PRINCIPAL_LIMIT, answers.busy_retry_after(), cls)
+        principal = table.principal_record(request.principal)
         now_wall_ms = int(self._clock.wall() * 1000)
         arrival_wall_ms = now_wall_ms
         arrival = now
@@ -203,22 +255,22 @@ class CoreAdmission(CoreEstimates):
             object_id=request.object_id,
             download_id=request.download_id if has_id else None,
         )
-        self._sessions[key] = session
-        principal.sessions += 1
-        principal.owned[session] = None
-        start_now = self._newcomer_starts_now(session)
-        self._enqueue(session, now)
+        table.add(session)
+        start_now = self._slots.newcomer_starts_now(session)
+        table.enqueue(session, now)
         if start_now:
-            self._activate(session, now)
+            table.activate(session, now)
             return self._admit_range(session, byte_range, now)
-        return self._queued(session, now, newcomer=True)
+        return answers.queued(session, now, newcomer=True)
 
     def _admit_range(self, session: Session, byte_range: ByteRange | None, now: float) -> Admitted:
         state = self._take_range(session, byte_range, now)
         grant = Grant(state.token, "session", session.base_class, byte_range, session.key)
-        return Admitted(grant, self._active_ticket(session, now))
+        return Admitted(grant, self._answers.active_ticket(session, now))
 
-    def _take_range(self, session: Session, byte_range: ByteRange | None, now: float) -> GrantState:
+    def _take_range(
+        self, session: Session, byte_range: ByteRange | None, now: float
+    ) -> GrantState[Session]:
         session.in_flight += 1
         session.interrupted = False
         session.last_activity = now
@@ -235,11 +287,3 @@ class CoreAdmission(CoreEstimates):
         self._grants[token] = state
         self._counters.admitted += 1
         return state
-
-    def grant_per_request(self, cls: DownloadClass, byte_range: ByteRange | None) -> Admitted:
-        """Issue a grant for a per-request place already counted as taken."""
-        return self._requests.grant(cls, byte_range)
-
-    def cancel_pending(self, pending: PendingRequest) -> Rejected | None:
-        """The wait for a per-request place ran out. None if it was promoted meanwhile."""
-        return self._requests.cancel(pending)

@@ -1,0 +1,109 @@
+"""Whether a slot is free for a session: the policy's slot rules over the live counts.
+
+The admission asks it before starting a newcomer, a resumed or a marked waiter; the
+tick asks it which head preemption serves and whom marking may pick. It reads the
+session table and keeps one thing of its own: the windows' verdict (R-WIN-2), computed
+again only when a class opens or closes.
+"""
+
+from __future__ import annotations
+
+from .._clock import Clock
+from ..policy import (
+    ClassGate,
+    backup_may_take_slot,
+    current_gate,
+    over_share_with_contenders,
+    passable_classes,
+    slot_free_for,
+)
+from ..settings import SchedulerSettings
+from ._session import WAITING, Session
+from ._table import SessionTable
+
+__all__ = ["Slots"]
+
+
+class Slots:
+    """The slot checks of the in-memory store (R-CLASS-5, R-PREEMPT-2, R-WIN-2)."""
+
+    __slots__ = ("_clock", "_gate", "_table", "settings")
+
+    def __init__(self, settings: SchedulerSettings, clock: Clock, *, table: SessionTable) -> None:
+        self.settings = settings
+        self._clock = clock
+        self._table = table
+        self._gate: ClassGate | None = None
+
+    def slot_free_for(self, session: Session) -> bool:
+        settings, table = self.settings, self._table
+        return slot_free_for(
+            sessions=settings.sessions,
+            reserve=settings.reserve,
+            active=len(table.active),
+            active_interactive=table.active_interactive,
+            interactive=session.interactive,
+            over_share=self.over_share_with_contenders(session),
+        ) and self._window_allows(session)
+
+    def _window_allows(self, session: Session) -> bool:
+        """R-WIN-2: its base class is open, or below its share of slots outside."""
+        if not self.settings.class_windows:
+            return True
+        rank = session.base_class.rank
+        return self.class_gate().may_start(rank, self._table.active_by_class[rank])
+
+    def class_gate(self) -> ClassGate:
+        """The windows' verdict now, computed again only when a class opens or closes
+        (or the settings or the wall clock change)."""
+        settings = self.settings
+        gate = current_gate(
+            self._gate, settings.class_windows, settings.sessions, self._clock.wall()
+        )
+        self._gate = gate
+        return gate
+
+    def over_share_with_contenders(self, session: Session) -> bool:
+        """R-CLASS-5: beyond its share only while no other principal's waiter contends."""
+        return over_share_with_contenders(
+            session.principal.active,
+            self.settings.per_principal,
+            self._table.under_share_waiting > 0,
+        )
+
+    def blocked(self, session: Session) -> bool:
+        """R-PREEMPT-2: a yielder takes no slot while the head it yielded to waits."""
+        head = session.blocked_by
+        if head is None:
+            return False
+        if head.state is WAITING:
+            return True
+        session.blocked_by = None
+        return False
+
+    def may_take_marked_slot(self, session: Session, now: float) -> bool:
+        if session.mark != self._table.mark_epoch or self.blocked(session):
+            return False
+        if session.mark_backup and not backup_may_take_slot(now, self._table.last_release):
+            return False
+        return self.slot_free_for(session)
+
+    def newcomer_starts_now(self, session: Session) -> bool:
+        """A newcomer starts at once on a free slot when nobody waits whom it must not
+        pass: an open class's newcomer passes the waiters of closed classes (issue #26)."""
+        if self._table.queue and not self._passes_every_waiter(session):
+            return False
+        return self.slot_free_for(session)
+
+    def _passes_every_waiter(self, session: Session) -> bool:
+        if not self.settings.class_windows:
+            return False
+        passable = passable_classes(self.class_gate(), session.base_class.rank)
+        return all(
+            not waiting or rank in passable
+            for rank, waiting in enumerate(self._table.waiting_by_class)
+        )
+
+    def may_start_without_queue(self, session: Session) -> bool:
+        """A resumed session starts at once only if nobody else waits (R-SESS-9)."""
+        return len(self._table.queue) == 1 and self.slot_free_for(session)
