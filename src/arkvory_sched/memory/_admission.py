@@ -10,7 +10,7 @@ sessions' sequence numbers and the remembered session keys.
 
 from __future__ import annotations
 
-from .._classes import DownloadClass, PrincipalKind, applied_class
+from .._classes import DownloadClass, PrincipalKind
 from .._clock import Clock
 from .._early_polls import EarlyPolls
 from .._grant_state import GrantState
@@ -27,8 +27,10 @@ from .._session_keys import SessionKeys, session_key
 from .._tickets import TicketSigner
 from ..policy import (
     SHUTDOWN_RETRY_SECONDS,
+    plan_of,
+    plan_request,
+    ticket_arrival,
     uses_sessions,
-    validated_download_id,
 )
 from ..settings import SchedulerSettings
 from ._answers import Answers
@@ -49,8 +51,8 @@ class Admission:
     """
 
     __slots__ = ("_active", "_answers", "_clock", "_counters", "_early", "_grants",
-                 "_next_token", "_principals", "_requests", "_seq", "_sessions", "_signer",
-                 "_slots", "_table", "keys", "settings")  # fmt: skip
+                 "_next_token", "_principals", "_requests", "_rules", "_seq", "_sessions",
+                 "_signer", "_slots", "_table", "keys", "settings")  # fmt: skip
 
     def __init__(
         self,
@@ -67,6 +69,7 @@ class Admission:
         counters: Counters,
     ) -> None:
         self.settings = settings
+        self._rules = settings.admission_rules
         self._clock = clock
         self._signer = signer
         self._table = table
@@ -83,17 +86,17 @@ class Admission:
         self._next_token = 0
         self._seq = 0
 
+    def configure(self, settings: SchedulerSettings) -> None:
+        """Plan and decide by ``settings`` from the next request on."""
+        self.settings = settings
+        self._rules = settings.admission_rules
+
     # ================================================================ admission
     def admit(self, request: DownloadRequest) -> Decision | PendingRequest:
         """Decide one GET (see ``DownloadScheduler.admit``); never blocks."""
         table, slots, answers = self._table, self._slots, self._answers
         now = self._clock.monotonic()
-        download_id = validated_download_id(request.download_id)
-        base = self.settings.base_class_of(
-            request.principal, request.principal_kind, request.base_class
-        )
-        cls = applied_class(base, request.requested_class)
-        sessions = uses_sessions(self.settings.admission_rules, request.object_size)
+        download_id, _, cls, sessions = plan_of(self._rules, request)
         key: bytes | None = None
         if sessions or self._holds_slot(request.principal):
             # A small object hashes no key unless its principal holds a slot: only then
@@ -110,7 +113,7 @@ class Admission:
         session = self._sessions.get(key)
         byte_range = request.effective_range
         if session is None:
-            return self._admit_new(request, key, cls, download_id is not None, byte_range, now)
+            return self._admit_new(request, key, cls, download_id, byte_range, now)
         if session.state is ACTIVE:
             if session.yield_requested and session.has_id and not table.closed:
                 table.requeue_yielded(session, now)
@@ -179,21 +182,30 @@ class Admission:
         """
         if self._table.closed:
             return None  # admit answers shutting down, or lets an active session finish
-        base_class = self.settings.base_class_of(principal, principal_kind, base_class)
-        if uses_sessions(self.settings.admission_rules, object_size):
+        rules = self._rules
+        if uses_sessions(rules, object_size):
+            # A further range looks its session up before any plan (ADR 0013): the plan
+            # of a stored session was made when admit created it (its key covers the
+            # checked id), so only a requested class is left to check, as admit would.
             session = self._sessions.get(
                 self.keys.key(principal, object_id, download_id, client_address)
             )
             if session is None:
-                return None  # admit validates the request and decides
-            # A stored session's id was valid when it was created (the key covers the
-            # id), so only the requested class is left to check, as admit would.
+                return None  # admit plans the request and decides
             if requested_class is not None:
-                applied_class(base_class, requested_class)
+                plan_request(
+                    rules,
+                    principal,
+                    principal_kind,
+                    base_class,
+                    requested_class,
+                    download_id,
+                    object_size,
+                )
             return self._further_range_now(session, object_size, byte_range)
-        if download_id is not None:
-            validated_download_id(download_id)
-        cls = base_class if requested_class is None else applied_class(base_class, requested_class)
+        download_id, _, cls, _ = plan_request(
+            rules, principal, principal_kind, base_class, requested_class, download_id, object_size
+        )
         if self._active and self._holds_slot(principal):
             key = session_key(principal, object_id, download_id, client_address)
             if key in self._active:
@@ -221,7 +233,7 @@ class Admission:
         request: DownloadRequest,
         key: bytes,
         cls: DownloadClass,
-        has_id: bool,
+        download_id: str | None,
         byte_range: ByteRange | None,
         now: float,
     ) -> Decision:
@@ -235,25 +247,22 @@ class Admission:
             return answers.reject(RejectReason.PRINCIPAL_LIMIT, answers.busy_retry_after(), cls)
         principal = table.principal_record(request.principal)
         now_wall_ms = int(self._clock.wall() * 1000)
-        arrival_wall_ms = now_wall_ms
-        arrival = now
+        signed: int | None = None
         if self._signer is not None and request.ticket:
             signed = self._signer.verify(request.ticket, key, now_wall_ms)
-            if signed is not None and signed <= now_wall_ms:
-                arrival_wall_ms = signed
-                arrival = now - (now_wall_ms - signed) / 1000.0
+        arrival, arrival_wall_ms = ticket_arrival(signed, now, now_wall_ms)
         self._seq += 1
         session = Session(
             key=key,
             principal=principal,
             object_size=request.object_size,
             base_class=cls,
-            has_id=has_id,
+            has_id=download_id is not None,
             arrival=arrival,
             arrival_wall_ms=arrival_wall_ms,
             seq=self._seq,
             object_id=request.object_id,
-            download_id=request.download_id if has_id else None,
+            download_id=download_id,
         )
         table.add(session)
         start_now = self._slots.newcomer_starts_now(session)

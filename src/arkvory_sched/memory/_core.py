@@ -159,7 +159,7 @@ class SchedulerCore:
         self._table.configure(settings)
         self._slots.settings = settings
         self._answers.settings = settings
-        self._admission.settings = settings
+        self._admission.configure(settings)
         self._tick.settings = settings
         self._statistics.settings = settings
 
