@@ -16,7 +16,8 @@ states. Imports point down this list (a part imports only parts below it):
 - :mod:`._core`: :class:`SchedulerCore`, the synchronous facade that builds the parts,
   hands each call to its part and the new settings to every part (``configure``).
 - :mod:`._admission`: ``admit`` and its fast path ``admit_now``: a new session, a
-  further range, a returning waiter, a resumption, or a per-request place.
+  further range, a returning waiter, a resumption, or a per-request place; how a
+  request is admitted is the policy's plan (``policy.plan_request``).
 - :mod:`._delivery`: ``report`` and ``progress``: bytes, delivered ranges, completion.
 - :mod:`._tick`: expiry, idle release, aging, preemption and marking.
 - :mod:`._statistics`, :mod:`._queue_state`, :mod:`._own_downloads`: the readers
@@ -32,7 +33,7 @@ states. Imports point down this list (a part imports only parts below it):
 - :mod:`._session`, :mod:`._fairqueue`, :mod:`._deadlines`, :mod:`._intervals`: the
   records and indexes the table keeps.
 
-The per-request places are the shared :class:`~arkvory_sched._request_admission.RequestAdmission`,
+The per-request places are the shared ``RequestAdmission`` (``_request_admission.py``),
 which the PostgreSQL store uses as well.
 """
 
