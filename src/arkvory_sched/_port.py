@@ -9,12 +9,24 @@ depend on anything else.
 ``report`` and ``progress`` for the two most common requests (ADR 0013). An
 implementation offers it through :meth:`DownloadScheduler.fast_path` or declines; a
 caller that uses it must still go through ``admit`` whenever it answers ``None``.
+
+Every store has the same lifecycle, so a host never asks which store it holds::
+
+    async with scheduler:          # start(): connect, join a fleet (or nothing)
+        ...                        # serve, tick
+                                   # close(), then disconnect()
+
+A store that shares its queue with other processes says so through :attr:`shared` and
+offers the settings store its fleet shares through :meth:`settings_store`.
 """
 
 from __future__ import annotations
 
 import abc
-from typing import Any, Generic, Protocol, TypeVar
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Generic, Protocol, Self, TypeVar
+
+import anyio
 
 from ._classes import DownloadClass, PrincipalKind
 from ._model import (
@@ -29,6 +41,9 @@ from ._model import (
 from ._own_downloads import OWN_DOWNLOADS_LIMIT, OwnDownloads
 from ._queue_state import QueueState
 from .settings import SchedulerSettings
+
+if TYPE_CHECKING:
+    from ._settings_store import SettingsStore
 
 __all__ = ["DownloadScheduler", "FastGrant", "FastPath"]
 
@@ -46,6 +61,11 @@ class DownloadScheduler(abc.ABC):
     Every ``Admitted`` must be followed by exactly one ``report``; that is what returns the
     counters to zero (R-RES-3). ``tick()`` must be called periodically (see
     ``run_tick_loop``); there are no per-session timers.
+
+    Lifecycle of the scheduler: ``start()`` before the first request, ``close()`` on
+    shutdown, ``disconnect()`` after the last report — or ``async with scheduler:``,
+    which does all three. A store built with nothing to connect to (in memory) starts
+    and disconnects without doing anything.
     """
 
     @abc.abstractmethod
@@ -139,10 +159,54 @@ class DownloadScheduler(abc.ABC):
         cannot be read (an empty answer would say "nothing queued", which is false).
         """
 
+    async def start(self) -> None:
+        """Take what the store needs before the first request: connections, a place in
+        a fleet, migrations. Called once, before the event loop serves requests; the
+        default has nothing to take.
+
+        A store whose backend is down at start should still start, and answer
+        ``Rejected`` until the backend is back, rather than keep the process down.
+        """
+
     @abc.abstractmethod
     async def close(self) -> None:
         """Drain: waiting clients get ``Rejected(SHUTTING_DOWN)`` from now on, held
         requests are woken, active responses may finish and report (R-RES-4)."""
+
+    async def disconnect(self) -> None:
+        """Give back what :meth:`start` took (leave the fleet, close the connections),
+        after :meth:`close` and the last report; the default has nothing to give back.
+        A second call is a no-op."""
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        # Shielded: a host cancelled on shutdown must still drain and hand back its
+        # connections, or the store keeps them (and its fleet its leases) until expiry.
+        with anyio.CancelScope(shield=True):
+            await self.close()
+            await self.disconnect()
+
+    @property
+    def shared(self) -> bool:
+        """Whether other processes share this scheduler's queue: a scheduler built on
+        the same store elsewhere sees the same sessions, places and slots (PostgreSQL).
+        ``False`` (the default): the queue lives in this process only, and a second
+        scheduler is a second, separate queue."""
+        return False
+
+    def settings_store(self) -> SettingsStore | None:
+        """The operator settings store this scheduler's fleet shares, on the
+        scheduler's own connections (usable once :meth:`start` ran), or ``None`` (the
+        default): the host chooses one, since nothing else shares the queue."""
+        return None
 
     @property
     @abc.abstractmethod

@@ -60,8 +60,10 @@ class DownloadSchedulerMiddleware:
 
     ``resolver`` runs after the host's authorization for each GET and returns a
     :class:`DownloadTarget` or ``None`` (pass through). With ``run_ticks`` (default) the
-    middleware runs the scheduler's tick loop for the lifetime of the ASGI lifespan and
-    closes the scheduler on shutdown; pass ``False`` when the host runs them itself.
+    middleware runs the scheduler for the lifetime of the ASGI lifespan: it starts it,
+    runs its tick loop, closes it on shutdown and disconnects it before shutdown is
+    complete (the port's lifecycle, the same for every store); pass ``False`` when the
+    host runs them itself (``async with scheduler:`` and ``run_tick_loop``).
     """
 
     def __init__(
@@ -215,7 +217,8 @@ class DownloadSchedulerMiddleware:
 
     # ------------------------------------------------------------------ lifespan
     async def _lifespan(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """Run the tick loop while the application lives; drain on shutdown (R-RES-4).
+        """Start the scheduler and run its tick loop while the application lives;
+        drain on shutdown (R-RES-4) and disconnect before shutdown is complete.
 
         An application without lifespan support — it raises or returns without having
         sent any lifespan message — still gets the tick loop: the middleware speaks the
@@ -230,6 +233,7 @@ class DownloadSchedulerMiddleware:
                 message = await receive()
                 if message["type"] == "lifespan.startup" and not state["started"]:
                     state["started"] = True
+                    await self._scheduler.start()
                     tasks.start_soon(run_tick_loop, self._scheduler)
                 elif message["type"] == "lifespan.shutdown":
                     state["shutdown"] = True
@@ -238,6 +242,8 @@ class DownloadSchedulerMiddleware:
 
             async def observed_send(message: Message) -> None:
                 state["answered"] = True
+                if message["type"] == "lifespan.shutdown.complete":
+                    await self._scheduler.disconnect()
                 await send(message)
 
             try:
@@ -253,6 +259,7 @@ class DownloadSchedulerMiddleware:
                     await send({"type": "lifespan.startup.complete"})
                     while not state["shutdown"]:
                         await observed_receive()
+                    await self._scheduler.disconnect()
                     await send({"type": "lifespan.shutdown.complete"})
             finally:
                 tasks.cancel_scope.cancel()

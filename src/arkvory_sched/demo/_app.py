@@ -268,12 +268,12 @@ def build_app(
                 key = load_ticket_key(root, settings_path=settings_path)
             scheduler = InMemoryDownloadScheduler(settings, ticket_keys=[key])
     if settings_store is None:
+        settings_store = scheduler.settings_store()  # a fleet's own, on its connections
+    if settings_store is None:
         # The environment the store validates against is the one the scheduler started
         # on: a change is accepted only if this process can run it.
         environment = scheduler.settings
-        if isinstance(scheduler, PostgresScheduler):
-            settings_store = scheduler.settings_store()  # on its pool, no connections more
-        elif database_url is not None:
+        if database_url is not None:
             settings_store = PostgresSettingsStore(
                 database_url, environment=environment, schema=schema
             )
@@ -328,29 +328,27 @@ def _assemble(
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        shared = scheduler if isinstance(scheduler, PostgresScheduler) else None
-        if shared is not None:
-            await shared.start()
-        try:
-            async with anyio.create_task_group() as tasks:
-                # The stored settings apply before the first request and tick (or, with
-                # the store unreachable, the keeper retries in the background, R-SET-4).
-                await tasks.start(keeper.run)
-                tasks.start_soon(run_tick_loop, scheduler)
-                tasks.start_soon(history.run)  # the operator page's last hour
-                try:
-                    yield
-                finally:
-                    # Waiting clients get 503 busy from now on; active downloads finish
-                    # (R-RES-4). The tick loop stops with the task group.
-                    with anyio.CancelScope(shield=True):
-                        await scheduler.close()
-                    tasks.cancel_scope.cancel()
-        finally:
-            with anyio.CancelScope(shield=True):
-                await keeper.store.close()
-                if shared is not None:
-                    await shared.disconnect()
+        # Started here and given back on the way out (connections, a fleet's place);
+        # nothing to do for the in-memory queue.
+        async with scheduler:
+            try:
+                async with anyio.create_task_group() as tasks:
+                    # The stored settings apply before the first request and tick (or,
+                    # with the store unreachable, the keeper retries, R-SET-4).
+                    await tasks.start(keeper.run)
+                    tasks.start_soon(run_tick_loop, scheduler)
+                    tasks.start_soon(history.run)  # the operator page's last hour
+                    try:
+                        yield
+                    finally:
+                        # Waiting clients get 503 busy from now on; active downloads
+                        # finish (R-RES-4). The tick loop stops with the task group.
+                        with anyio.CancelScope(shield=True):
+                            await scheduler.close()
+                        tasks.cancel_scope.cancel()
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await keeper.store.close()
 
     routes: list[BaseRoute] = [
         Route("/", index, methods=["GET"]),

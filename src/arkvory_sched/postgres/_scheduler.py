@@ -98,6 +98,10 @@ class PostgresScheduler(SchedulerAdmission, SchedulerFleet, SchedulerStatsPart, 
         """The options this scheduler was built with."""
         return self._options
 
+    @property
+    def shared(self) -> bool:
+        return True  # every process on the schema sees one queue
+
     # ------------------------------------------------------------------ lifecycle
     async def close(self) -> None:
         self._closed = True
