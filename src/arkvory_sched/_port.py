@@ -167,6 +167,7 @@ class DownloadScheduler(abc.ABC):
         A store whose backend is down at start should still start, and answer
         ``Rejected`` until the backend is back, rather than keep the process down.
         """
+        return None  # nothing to connect to: a default, not an abstract method
 
     @abc.abstractmethod
     async def close(self) -> None:
@@ -177,6 +178,7 @@ class DownloadScheduler(abc.ABC):
         """Give back what :meth:`start` took (leave the fleet, close the connections),
         after :meth:`close` and the last report; the default has nothing to give back.
         A second call is a no-op."""
+        return None
 
     async def __aenter__(self) -> Self:
         await self.start()

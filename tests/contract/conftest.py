@@ -1,18 +1,22 @@
-"""Fixtures of the port contract suite: one suite, every ``DownloadScheduler``.
+"""The port contract suite on our own stores: the shipped checker, memory and PostgreSQL.
 
-Each implementation is a factory in :data:`IMPLEMENTATIONS` taking
-``(settings, clock, ticket_keys)`` and returning a scheduler (or an awaitable of one,
-for implementations that must connect first). Tests only ever use the async port
-methods and the :class:`FakeClock`, so adding an implementation is one more
-``pytest.param``. The PostgreSQL implementation gets a fresh migrated schema per test
-(every scheduler a test makes shares it, like processes sharing one database) and is
-skipped without a database — except under CI, where it must run.
+The suite's rule modules ship in ``arkvory_sched.testing.contract`` so that a store
+written elsewhere can run them (``arkvory_sched.testing.plugin``); each ``test_*``
+module here with the same name runs the shipped one. What is ours alone stays here:
+the differential test and the state machine (both stores side by side), and the
+settings stores' contract.
+
+Each implementation is a :data:`~arkvory_sched.testing.StoreFactory` in
+:data:`IMPLEMENTATIONS` taking ``(settings, clock, ticket_keys)`` and returning a
+scheduler not yet started, so adding an implementation is one more ``pytest.param``.
+The PostgreSQL implementation gets a fresh migrated schema per test (every scheduler a
+test makes shares it, like processes sharing one database) and is skipped without a
+database — except under CI, where it must run.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from typing import Protocol
+from collections.abc import AsyncIterator, Sequence
 
 import pytest
 from _pytest.fixtures import SubRequest
@@ -20,33 +24,18 @@ from _pytest.mark.structures import ParameterSet
 
 from arkvory_sched import DownloadScheduler, InMemoryDownloadScheduler, SchedulerSettings
 from arkvory_sched.postgres import PostgresScheduler
-from arkvory_sched.testing import FakeClock
+from arkvory_sched.testing import FakeClock, StoreFactory
+from arkvory_sched.testing.plugin import anyio_backend, clock, make_scheduler, scheduler
 from tests.pg import drop_schema, new_schema, require_database
 
-SchedulerFactory = Callable[
-    [SchedulerSettings, FakeClock, Sequence[bytes]],
-    DownloadScheduler | Awaitable[DownloadScheduler],
+__all__ = [
+    "IMPLEMENTATIONS",
+    "anyio_backend",
+    "arkvory_store_factory",
+    "clock",
+    "make_scheduler",
+    "scheduler",
 ]
-
-TICKET_KEYS: tuple[bytes, ...] = (b"contract-suite-ticket-key-000001",)
-
-
-def contract_settings(**changes: object) -> SchedulerSettings:
-    """Small limits so that every bound is reached in a few calls; real waits stay short."""
-    base = SchedulerSettings(
-        sessions=2,
-        reserve=0,
-        per_principal=2,
-        ranges_per_session=2,
-        idle_seconds=30.0,
-        max_downloads=2,
-        transfer_queue_limit=8,
-        transfer_queue_per_principal=4,
-        transfer_queue_wait_seconds=0.2,
-        queue_limit=64,
-        queue_per_principal=32,
-    )
-    return base.with_changes(**changes) if changes else base
 
 
 def _in_memory(
@@ -63,41 +52,20 @@ IMPLEMENTATIONS: list[ParameterSet] = [
 ]
 
 
-class MakeScheduler(Protocol):
-    """Builds a scheduler of the implementation under test (closed after the test)."""
-
-    async def __call__(
-        self,
-        settings: SchedulerSettings | None = None,
-        *,
-        clock: FakeClock | None = None,
-        ticket_keys: Sequence[bytes] = TICKET_KEYS,
-    ) -> DownloadScheduler: ...
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
-
-
 @pytest.fixture(params=IMPLEMENTATIONS)
-async def implementation(request: SubRequest) -> AsyncIterator[SchedulerFactory]:
+async def arkvory_store_factory(request: SubRequest) -> AsyncIterator[StoreFactory]:
+    """Overrides the plugin's factory (named on the command line) with ours."""
     if request.param != POSTGRES:
-        factory: SchedulerFactory = request.param
+        factory: StoreFactory = request.param
         yield factory
         return
     url = require_database()
     schema = await new_schema("contract")
 
-    async def connect(
+    def on_schema(
         settings: SchedulerSettings, clock: FakeClock, ticket_keys: Sequence[bytes]
     ) -> DownloadScheduler:
-        return await PostgresScheduler.connect(
+        return PostgresScheduler.from_dsn(
             url,
             schema=schema,
             settings=settings,
@@ -108,41 +76,6 @@ async def implementation(request: SubRequest) -> AsyncIterator[SchedulerFactory]
         )
 
     try:
-        yield connect
+        yield on_schema
     finally:
         await drop_schema(schema)
-
-
-@pytest.fixture
-async def make_scheduler(
-    implementation: SchedulerFactory, clock: FakeClock
-) -> AsyncIterator[MakeScheduler]:
-    made: list[DownloadScheduler] = []
-
-    shared_clock = clock
-
-    async def make(
-        settings: SchedulerSettings | None = None,
-        *,
-        clock: FakeClock | None = None,
-        ticket_keys: Sequence[bytes] = TICKET_KEYS,
-    ) -> DownloadScheduler:
-        built = implementation(
-            settings or contract_settings(), clock or shared_clock, tuple(ticket_keys)
-        )
-        scheduler = built if isinstance(built, DownloadScheduler) else await built
-        made.append(scheduler)
-        return scheduler
-
-    yield make
-    for scheduler in made:
-        await scheduler.close()
-    for scheduler in made:
-        if isinstance(scheduler, PostgresScheduler):
-            await scheduler.disconnect()
-
-
-@pytest.fixture
-async def scheduler(make_scheduler: MakeScheduler) -> DownloadScheduler:
-    """A scheduler with :func:`contract_settings` on the test's :class:`FakeClock`."""
-    return await make_scheduler()

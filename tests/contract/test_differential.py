@@ -46,10 +46,8 @@ from arkvory_sched import (
 )
 from arkvory_sched.policy import no_show_at
 from arkvory_sched.postgres import PostgresScheduler
-from arkvory_sched.testing import FakeClock
+from arkvory_sched.testing import TICKET_KEYS, FakeClock
 from tests.pg import drop_schema, new_schema, require_database
-
-from .conftest import TICKET_KEYS
 
 pytestmark = pytest.mark.anyio
 

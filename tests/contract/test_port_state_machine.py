@@ -52,10 +52,8 @@ from arkvory_sched import (
     Strategy,
 )
 from arkvory_sched.postgres import PostgresScheduler
-from arkvory_sched.testing import FakeClock
+from arkvory_sched.testing import TICKET_KEYS, FakeClock
 from tests.pg import drop_schema, new_schema, require_database
-
-from .conftest import TICKET_KEYS
 
 T = TypeVar("T")
 

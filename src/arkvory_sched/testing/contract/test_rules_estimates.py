@@ -1,0 +1,155 @@
+"""What the queue tells, and on which clock, on every implementation: estimate error per
+wait (R-EST-4, R-VIS-3), the forecast of when the queue empties (R-VIS-2) and a wall-clock
+jump (R-RES-5).
+
+Estimates are deterministic here: ``bandwidth`` is a floor for the measured rate
+(R-EST-1), set above anything the few delivered ranges could measure.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from arkvory_sched import Admitted, DownloadRequest, PrincipalKind, Queued
+from arkvory_sched.testing import FakeClock, MakeScheduler, contract_settings
+
+from ._requests import MIB, admitted, big, chunk, deliver, keep_polling, queued, serve_next
+
+pytestmark = pytest.mark.anyio
+
+FAST = 1024 * MIB  # bytes/s: a 40 MiB download ends in 0.04 s of the estimate
+
+
+async def test_estimate_error_is_scored_per_wait_also_for_a_resumed_session(
+    make_scheduler: MakeScheduler, clock: FakeClock
+) -> None:
+    """R-EST-4: one observation per wait, each against the estimate of that wait: a
+    download that paused and waited again is scored against its second estimate."""
+    scheduler = await make_scheduler(contract_settings(sessions=1, bandwidth=FAST))
+    holder = await admitted(scheduler, big("holder", "dl-h"))
+    alpha = big("alpha", "dl-a", byte_range=chunk(0))
+    await queued(scheduler, alpha)
+    clock.advance(0.5)
+    await scheduler.tick()
+    await queued(scheduler, alpha)  # its first estimate: a moment from now
+    await keep_polling(scheduler, clock, [alpha], 20.0, every=10.0)
+    await deliver(scheduler, holder)
+    _served, first = await serve_next(scheduler, clock, [alpha], complete=False)
+    stats = await scheduler.stats()
+    assert stats.estimate_error_seconds.count == 1
+    assert stats.estimate_error_seconds.total == pytest.approx(21.0, abs=1.5)
+    await deliver(scheduler, first)
+    clock.advance(31.0)  # alpha pauses …
+    await scheduler.tick()
+    beta = await admitted(scheduler, big("beta", "dl-b"))  # … and someone else starts
+    again = big("alpha", "dl-a", byte_range=chunk(1))
+    await queued(scheduler, again)  # back: it waits again
+    clock.advance(0.5)
+    await scheduler.tick()
+    await queued(scheduler, again)  # the second wait's first estimate
+    await keep_polling(scheduler, clock, [again], 5.0, every=5.0)
+    await deliver(scheduler, beta)
+    await serve_next(scheduler, clock, [again])
+    stats = await scheduler.stats()
+    assert stats.estimate_error_seconds.count == 2
+    assert stats.estimate_error_seconds.total == pytest.approx(21.0 + 5.5, abs=3.0)
+
+
+async def test_estimate_error_is_scored_per_wait_also_for_a_yielded_session(
+    make_scheduler: MakeScheduler, clock: FakeClock
+) -> None:
+    """R-EST-4: a session that waited, started, yielded to a person and waited again is
+    scored twice, the second time against the estimate of its second wait."""
+    scheduler = await make_scheduler(contract_settings(sessions=1, bandwidth=FAST))
+    holder = await admitted(scheduler, big("holder", "dl-h"))
+    size = 1024 * MIB
+
+    def mirror(index: int) -> DownloadRequest:
+        return big(
+            "mirror", "dl-m", requested_class="bulk", size=size, byte_range=chunk(index, size)
+        )
+
+    first = mirror(0)
+    await queued(scheduler, first)
+    clock.advance(0.5)
+    await scheduler.tick()
+    await queued(scheduler, first)
+    await keep_polling(scheduler, clock, [first], 10.0, every=10.0)
+    await deliver(scheduler, holder)
+    await serve_next(scheduler, clock, [first])  # error of the first wait: about 10.5 s
+    person = big("ann", "dl-p", kind=PrincipalKind.PERSON)
+    for index in range(1, 4):  # the mirror reads on for a minute while a person waits
+        await deliver(scheduler, await admitted(scheduler, mirror(index)))
+        if index == 1:
+            await queued(scheduler, person)
+        clock.advance(20.5)
+        await scheduler.tick()
+        if (await scheduler.stats()).preemptions_total:
+            break
+        await queued(scheduler, person)
+    assert (await scheduler.stats()).preemptions_total == 1
+    assert isinstance(await scheduler.admit(mirror(4)), Queued)  # yields
+    started = await admitted(scheduler, person)
+    before = (await scheduler.stats()).estimate_error_seconds  # its first wait, the person's
+    clock.advance(0.5)
+    await scheduler.tick()
+    await queued(scheduler, mirror(4))  # the second wait's estimate
+    await keep_polling(scheduler, clock, [mirror(4)], 10.0, every=10.0)
+    await deliver(scheduler, started)
+    clock.advance(0.5)
+    await scheduler.tick()
+    assert isinstance(await scheduler.admit(mirror(4)), Admitted)
+    stats = await scheduler.stats()
+    assert (before.count, stats.estimate_error_seconds.count) == (2, 3)
+    # Started 11 s after its second wait's first estimate (not 80 s after its first's).
+    assert stats.estimate_error_seconds.total - before.total == pytest.approx(11.0, abs=3.0)
+
+
+async def test_forecast_counts_active_and_waiting_bytes(
+    make_scheduler: MakeScheduler, clock: FakeClock
+) -> None:
+    """R-VIS-2: one slot at 10 MiB/s, one active download with 92 MiB left and five of
+    100 MiB waiting: the queue empties in about a minute."""
+    size = 100 * MIB
+    scheduler = await make_scheduler(contract_settings(sessions=1, bandwidth=10 * MIB))
+    running = await admitted(scheduler, big("holder", "dl-h", size=size, byte_range=chunk(0, size)))
+    clock.advance(1.0)  # 8 MiB in a second: below the 10 MiB/s floor
+    await deliver(scheduler, running)
+    waiters = [big(f"waiter-{n}", "dl-w", size=size) for n in range(5)]
+    for waiter in waiters:
+        await queued(scheduler, waiter)
+    await keep_polling(scheduler, clock, waiters, 1.0)
+    expected = (5 * 100 + 92) / 10
+    stats = await scheduler.stats()  # the waiters have just polled
+    assert stats.waiting == 5
+    assert stats.queue_empty_in_seconds == pytest.approx(expected, abs=1.0)
+    await scheduler.tick()  # a scrape right after a tick says the same
+    assert (await scheduler.stats()).queue_empty_in_seconds == pytest.approx(expected, abs=1.0)
+
+
+@pytest.mark.parametrize("jump", [3600.0, -3600.0], ids=["forward", "backward"])
+async def test_wall_clock_jump_neither_expires_waiters_nor_holds_or_frees_slots(
+    make_scheduler: MakeScheduler, clock: FakeClock, jump: float
+) -> None:
+    """R-RES-5: the queue runs on the monotonic clock; an hour's step of the wall clock
+    changes nothing, and idle and no-show times still count in queue time."""
+    scheduler = await make_scheduler(contract_settings(sessions=1, idle_seconds=30.0))
+    holder = await admitted(scheduler, big("holder", "dl-h", byte_range=chunk(0)))
+    await deliver(scheduler, holder)
+    waiter = big("alpha", "dl-a")
+    await queued(scheduler, waiter)
+    await keep_polling(scheduler, clock, [waiter], 10.0, every=5.0)
+    clock.jump_wall(jump)
+    await scheduler.tick()
+    stats = await scheduler.stats()
+    assert (stats.active, stats.waiting, stats.paused) == (1, 1, 0)
+    assert (stats.no_shows_total, stats.idle_releases_total) == (0, 0)
+    answer = await queued(scheduler, waiter)
+    assert answer.check_at == pytest.approx(clock.wall() + answer.retry_after, abs=1.0)
+    # 31 s of queue time after the holder's last range: its slot is free, to the waiter.
+    clock.advance(21.5)
+    _served, started = await serve_next(scheduler, clock, [waiter], complete=False)
+    stats = await scheduler.stats()
+    assert (stats.active, stats.paused, stats.idle_releases_total) == (1, 1, 1)
+    assert stats.no_shows_total == 0
+    await deliver(scheduler, started)
