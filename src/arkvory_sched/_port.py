@@ -2,7 +2,7 @@
 
 The docstrings here are the contract. The in-memory implementation (the embedded
 default) and the PostgreSQL implementation both satisfy it, and one contract test suite
-runs against each. Callers — the ASGI middleware and the mass-update simulation — never
+(shipped as ``arkvory_sched.testing.contract``, for any other store too) runs against each. Callers — the ASGI middleware and the mass-update simulation — never
 depend on anything else.
 
 :class:`FastPath` is an optional part of the port: synchronous stand-ins for ``admit``,
@@ -258,8 +258,8 @@ GrantT = TypeVar("GrantT", bound=FastGrant)
 class FastPath(abc.ABC, Generic[GrantT]):
     """Optional synchronous admission for the two most common requests (ADR 0013).
 
-    The contract, which ``tests/contract/test_fast_path_contract.py`` checks on every
-    implementation that offers it:
+    The contract, which ``arkvory_sched.testing.contract.test_fast_path_contract``
+    checks on every implementation that offers it:
 
     * It decides and accounts exactly as ``admit``, ``report`` and ``progress`` do: the
       same grants, the same refusals of invalid values, the same counters in

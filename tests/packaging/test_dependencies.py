@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import re
+import subprocess
 import sys
 import tomllib
 from collections.abc import Iterable, Iterator
@@ -45,6 +46,10 @@ def _modules_of(requirements: list[str]) -> set[str]:
 
 CLIENT_MODULES = _modules_of(PROJECT["dependencies"])
 SERVER_EXTRA = PROJECT["optional-dependencies"]["server"]
+TESTING_EXTRA = PROJECT["optional-dependencies"]["testing"]
+# The shipped checker's plugin and rule modules run under pytest, which only the testing
+# extra brings (ADR 0031); the rest of arkvory_sched.testing imports no more than the server.
+CHECKER = ("arkvory_sched/testing/plugin.py", "arkvory_sched/testing/contract/")
 
 
 def _type_checking_only(node: ast.If) -> bool:
@@ -96,13 +101,44 @@ def test_the_client_imports_only_its_own_dependencies() -> None:
     assert {"httpx", "anyio", "rich"} <= set(imported)
 
 
+def _split_checker(found: dict[str, set[str]]) -> tuple[dict[str, set[str]], set[str]]:
+    """The imports of files outside the checker, and the modules the checker imports."""
+    outside: dict[str, set[str]] = {}
+    checker: set[str] = set()
+    for module, files in found.items():
+        if rest := {path for path in files if not path.startswith(CHECKER)}:
+            outside[module] = rest
+        if rest != files:
+            checker.add(module)
+    return outside, checker
+
+
 def test_the_server_imports_only_the_client_and_server_dependencies() -> None:
-    imported = _third_party(SRC / "arkvory_sched")
+    imported, _ = _split_checker(_third_party(SRC / "arkvory_sched"))
     allowed = CLIENT_MODULES | _arkvory_launch.SERVER_MODULES | {"arkvory_sched"}
     assert set(imported) <= allowed, {
         module: files for module, files in imported.items() if module not in allowed
     }
     assert {"starlette", "asyncpg", "uvicorn"} <= set(imported)
+
+
+def test_the_checker_imports_only_what_the_testing_extra_brings() -> None:
+    _, imported = _split_checker(_third_party(SRC / "arkvory_sched"))
+    allowed = CLIENT_MODULES | _arkvory_launch.SERVER_MODULES | _modules_of(TESTING_EXTRA)
+    assert imported <= allowed | {"arkvory_sched"}, imported - allowed
+    assert "pytest" in imported
+
+
+def test_importing_the_library_or_its_clock_does_not_import_pytest() -> None:
+    code = (
+        "import sys, arkvory_sched, arkvory_sched.testing; "
+        "assert 'pytest' not in sys.modules and '_pytest' not in sys.modules, "
+        "sorted(m for m in sys.modules if 'pytest' in m)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr
 
 
 @pytest.mark.parametrize("module", ["_arkvory_launch.py", "arkvory_client/_version.py"])
