@@ -2,8 +2,9 @@
 
 The docstrings here are the contract. The in-memory implementation (the embedded
 default) and the PostgreSQL implementation both satisfy it, and one contract test suite
-(shipped as ``arkvory_sched.testing.contract``, for any other store too) runs against each. Callers — the ASGI middleware and the mass-update simulation — never
-depend on anything else.
+runs against each — shipped as ``arkvory_sched.testing.contract``, so that a store
+written elsewhere runs it too. Callers — the ASGI middleware and the mass-update
+simulation — never depend on anything else.
 
 :class:`FastPath` is an optional part of the port: synchronous stand-ins for ``admit``,
 ``report`` and ``progress`` for the two most common requests (ADR 0013). An
