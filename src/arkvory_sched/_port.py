@@ -44,7 +44,7 @@ from ._queue_state import QueueState
 from .settings import SchedulerSettings
 
 if TYPE_CHECKING:
-    from ._settings_store import SettingsStore
+    from .settings import SettingsStore
 
 __all__ = ["DownloadScheduler", "FastGrant", "FastPath"]
 

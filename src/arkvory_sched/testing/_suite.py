@@ -20,7 +20,7 @@ from contextlib import asynccontextmanager
 from typing import Final, Protocol
 
 from .._port import DownloadScheduler
-from .._settings import SchedulerSettings
+from ..settings import SchedulerSettings
 from ._clock import FakeClock
 
 __all__ = [
