@@ -26,12 +26,15 @@ SUB_PACKAGES = (
     "asgi",
     "console",
     "demo",
+    "measures",
     "memory",
     "observability",
     "policy",
     "portal",
     "postgres",
+    "settings",
     "sqlite",
+    "testing",
 )
 MAX_MODULE_LINES = 500
 
@@ -75,7 +78,10 @@ def test_no_module_imports_another_packages_private_names(path: Path) -> None:
         assert not [name for name in names if name.startswith("_")], (module, names)
 
 
-@pytest.mark.parametrize("name", ["api", "asgi", "console", "memory", "observability"])
+@pytest.mark.parametrize(
+    "name",
+    ["api", "asgi", "console", "measures", "memory", "observability", "settings", "testing"],
+)
 def test_each_new_sub_package_exports_exactly_its_all(name: str) -> None:
     package = importlib.import_module(f"arkvory_sched.{name}")
     assert package.__doc__, "the docstring says what the package is and why it is apart"
