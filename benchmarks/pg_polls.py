@@ -37,10 +37,10 @@ from typing import Any, Final, TypeVar
 
 import asyncpg
 
-from arkvory_sched import generate_key
+from arkvory_sched import StoreUnavailableError, generate_key
+from arkvory_sched.postgres._boundary import DRIVER_ERRORS
 from arkvory_sched.postgres._leader import PLACE_BUCKET
 from arkvory_sched.postgres._migrate import apply_migrations
-from arkvory_sched.postgres._scheduler_state import DATABASE_ERRORS
 from benchmarks._machine import load_average
 from benchmarks._pg_polls_node import NodePlan, Period, StepJob, StormJob, serve
 from benchmarks._pg_polls_report import (
@@ -117,7 +117,7 @@ class NodeError(RuntimeError):
     """A node failed or went silent: the figure is run once more."""
 
 
-RETRIED: Final[tuple[type[BaseException], ...]] = (NodeError, *DATABASE_ERRORS)
+RETRIED: Final[tuple[type[BaseException], ...]] = (NodeError, StoreUnavailableError, *DRIVER_ERRORS)
 
 
 # ====================================================================== the database
@@ -131,9 +131,9 @@ async def throwaway_schema(dsn: str) -> AsyncIterator[tuple[str, asyncpg.Connect
         await apply_migrations(conn, schema=schema)
         yield schema, conn
     finally:
-        with suppress(*DATABASE_ERRORS):
+        with suppress(*DRIVER_ERRORS):
             await conn.close()
-        with suppress(*DATABASE_ERRORS):
+        with suppress(*DRIVER_ERRORS):
             dropping = await asyncpg.connect(dsn, timeout=30)
             try:
                 await dropping.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')

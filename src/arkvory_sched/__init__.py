@@ -11,9 +11,11 @@ from ._exceptions import (
     ArkvoryError,
     ConfigurationError,
     InvalidRequestError,
+    MigrationError,
     RevisionMismatchError,
     SettingsError,
     SettingsUnavailableError,
+    StoreUnavailableError,
 )
 from ._model import (
     Admission,
@@ -85,6 +87,7 @@ __all__ = [
     "InMemoryDownloadScheduler",
     "Interrupted",
     "InvalidRequestError",
+    "MigrationError",
     "OwnDownload",
     "OwnDownloads",
     "PrincipalKind",
@@ -101,6 +104,7 @@ __all__ = [
     "SettingsKeeper",
     "SettingsStore",
     "SettingsUnavailableError",
+    "StoreUnavailableError",
     "StoredSettings",
     "Strategy",
     "SystemClock",

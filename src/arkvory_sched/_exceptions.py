@@ -6,14 +6,18 @@ The whole tree (every class is raised somewhere; a test checks both)::
     ├── SettingsError            a setting cannot work (``field`` names it) — HTTP 400
     │   └── ConfigurationError   … and it came from an environment variable (``variable``)
     ├── InvalidRequestError      a request field is malformed (``field``) — HTTP 400
-    ├── MigrationError           a migration failed (``version``)      [arkvory_sched.postgres]
+    ├── StoreUnavailableError    the queue's store cannot be read or written now — HTTP 503
+    ├── MigrationError           a migration failed (``version``); nothing of it was kept
     ├── RevisionMismatchError    the settings record moved on — HTTP 409
     └── SettingsUnavailableError the settings store cannot be reached — HTTP 503
 
-``MigrationError`` is defined and exported by ``arkvory_sched.postgres``, beside the
-storage it belongs to. Every settings store raises the two settings-store errors, and
-each turns its driver's errors (asyncpg, sqlite3) into ``SettingsUnavailableError`` at
-its boundary.
+``StoreUnavailableError`` is what a scheduler's store raises when its database does not
+answer: the PostgreSQL store maps every driver error (asyncpg's, a refused or dropped
+connection, a timeout) to it at one boundary (``postgres._boundary``), with the driver's
+error as its ``__cause__``. ``MigrationError`` is raised by the PostgreSQL migration
+runner and also exported by ``arkvory_sched.postgres``. Every settings store raises the
+two settings-store errors, and each turns its driver's errors (asyncpg, sqlite3) into
+``SettingsUnavailableError`` at its boundary.
 
 Nothing else leaves the package through its public API. The text parsers' own
 ``UnparsableError`` (a ``ValueError``, in ``settings._parsing``) is turned into a
@@ -29,9 +33,11 @@ __all__ = [
     "ArkvoryError",
     "ConfigurationError",
     "InvalidRequestError",
+    "MigrationError",
     "RevisionMismatchError",
     "SettingsError",
     "SettingsUnavailableError",
+    "StoreUnavailableError",
 ]
 
 
@@ -64,6 +70,24 @@ class InvalidRequestError(ArkvoryError, ValueError):
     def __init__(self, field: str, message: str) -> None:
         super().__init__(f"{field}: {message}")
         self.field = field
+        self.message = message
+
+
+class StoreUnavailableError(ArkvoryError):
+    """The queue's store cannot be read or written now: its database does not answer.
+
+    Raised from the driver's error (``raise … from``), which stays its ``__cause__``.
+    Not a defect: the database may be restarting. The operator API answers ``503
+    storage unavailable``; an admission that meets it is refused the same way.
+    """
+
+
+class MigrationError(ArkvoryError):
+    """A migration failed; ``version`` names it. Nothing of it was committed."""
+
+    def __init__(self, version: str, message: str) -> None:
+        super().__init__(f"migration {version} failed: {message}")
+        self.version = version
         self.message = message
 
 

@@ -246,7 +246,7 @@ def beat_at_next_tick(scheduler: DownloadScheduler, beat: bool) -> None:
     other steps of the same sequence; choosing its ticks plays that deterministically.
     """
     assert isinstance(scheduler, PostgresScheduler)
-    scheduler._next_heartbeat = 0.0 if beat else math.inf
+    scheduler._fleet.next_heartbeat = 0.0 if beat else math.inf
 
 
 def describe(decision: Decision) -> str:

@@ -43,7 +43,7 @@ import httpx
 import pytest
 
 from arkvory_sched._session_keys import session_key
-from arkvory_sched.postgres._scheduler import DATABASE_ERRORS
+from arkvory_sched.postgres._boundary import DRIVER_ERRORS
 from tests.integration.conftest import wait_listening, wait_ready, write_pattern_file
 from tests.pg import database_url, drop_schema, new_schema, require_database
 
@@ -87,7 +87,7 @@ async def observe(schema: str | None = None) -> asyncpg.Connection:
 
 
 #: What a connection or query raises while PostgreSQL is down, starting or restarting.
-NOT_ANSWERING: Final[tuple[type[BaseException], ...]] = (OSError, TimeoutError, *DATABASE_ERRORS)
+NOT_ANSWERING: Final[tuple[type[BaseException], ...]] = (OSError, TimeoutError, *DRIVER_ERRORS)
 
 
 def postgres_answers(timeout: float = 2.0) -> bool:

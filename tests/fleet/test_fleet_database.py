@@ -34,7 +34,7 @@ from arkvory_sched import (
     SchedulerSettings,
 )
 from arkvory_sched.postgres import PostgresScheduler
-from arkvory_sched.postgres._scheduler_state import STORAGE_RETRY_AFTER
+from arkvory_sched.postgres._ranges import STORAGE_RETRY_AFTER
 from tests.pg import database_url
 
 from .conftest import (

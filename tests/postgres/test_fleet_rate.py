@@ -51,7 +51,7 @@ async def _beat_and_lead(fleet: list[PostgresScheduler]) -> PostgresScheduler:
     """Every process beats (reporting its seconds), then the leader ticks again."""
     for _ in range(2):
         for scheduler in fleet:
-            scheduler._next_heartbeat = 0.0  # the heartbeat is due now
+            scheduler._fleet.next_heartbeat = 0.0  # the heartbeat is due now
             await scheduler.tick()
     leaders = [scheduler for scheduler in fleet if scheduler.is_leader]
     assert len(leaders) == 1
@@ -66,7 +66,7 @@ async def test_processes_peaking_in_turn_make_a_fleet_rate_of_one_link_not_three
     clock.advance(0.5)
     now = clock.monotonic()
     for scheduler in fleet:  # each sends in at most two of any five seconds
-        assert scheduler._rate.peak(now) == pytest.approx(0.4 * RATE, rel=1e-3)
+        assert scheduler._meters.rate.peak(now) == pytest.approx(0.4 * RATE, rel=1e-3)
     await _beat_and_lead(fleet)
     stored = await db.fetchval("SELECT fleet_rate FROM queue_state")
     assert stored == pytest.approx(RATE, rel=1e-3), (
@@ -96,7 +96,7 @@ async def test_the_stored_fleet_rate_is_the_peak_of_the_summed_seconds(
     now = clock.monotonic()
     summed: dict[int, float] = {}
     for scheduler in fleet:
-        first, seconds = scheduler._rate.complete_seconds(now)
+        first, seconds = scheduler._meters.rate.complete_seconds(now)
         for offset, nbytes in enumerate(seconds):
             summed[first + offset] = summed.get(first + offset, 0.0) + nbytes
     stored = await db.fetchval("SELECT fleet_rate FROM queue_state")
@@ -130,7 +130,7 @@ async def test_a_minute_without_deliveries_keeps_the_last_fleet_rate(
     await _beat_and_lead(fleet)
     clock.advance(90.0)
     for scheduler in fleet:
-        assert scheduler._rate.peak(clock.monotonic()) == 0.0
+        assert scheduler._meters.rate.peak(clock.monotonic()) == 0.0
     await _beat_and_lead(fleet)
     stored = await db.fetchval("SELECT fleet_rate FROM queue_state")
     assert stored == pytest.approx(RATE, rel=1e-3)

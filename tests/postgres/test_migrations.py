@@ -12,6 +12,7 @@ import pytest
 from arkvory_sched import SettingsError
 from arkvory_sched.postgres import (
     DEFAULT_SCHEMA,
+    MigrationError,
     apply_migrations,
     pending_migrations,
     validate_schema,
@@ -19,7 +20,6 @@ from arkvory_sched.postgres import (
 from arkvory_sched.postgres._migrate import (
     MIGRATIONS_PACKAGE,
     Migration,
-    MigrationError,
     _apply,
     load_migrations,
 )

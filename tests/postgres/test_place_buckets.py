@@ -173,7 +173,7 @@ async def test_a_switch_to_smallest_first_rekeys_in_batches_and_buckets_follow(
 ) -> None:
     """Batches of two: every waiter gets its new key, and after a fold the places are
     the new order, counted from buckets that hold every waiter once."""
-    monkeypatch.setattr("arkvory_sched.postgres._scheduler_fleet.REKEY_BATCH", 2)
+    monkeypatch.setattr("arkvory_sched.postgres._configuration.REKEY_BATCH", 2)
     postgres = await connect(settings=SETTINGS, clock=FakeClock())
     sizes = [5, 1, 4, 2, 3]  # GiB, in arrival order
     downloads = [

@@ -91,7 +91,7 @@ async def test_start_opens_every_connection_and_requests_introspect_nothing(
             database_url, schema=schema, migrate=False, pool_size=3, settings=settings
         )
         try:
-            pool = scheduler._pool
+            pool = scheduler._connections.pool
             assert pool is not None
             assert pool.get_size() == 3
             assert pool.get_idle_size() == 3
@@ -115,7 +115,7 @@ async def test_connections_reopened_after_termination_are_warmed_too(
             settings=SchedulerSettings(sessions=1, reserve=0),
         )
         try:
-            pool = scheduler._pool
+            pool = scheduler._connections.pool
             assert pool is not None
             held = [await pool.acquire(), await pool.acquire()]
             pids = [await conn.fetchval("SELECT pg_backend_pid()") for conn in held]
@@ -157,10 +157,10 @@ async def test_newcomers_and_their_records_run_on_kept_connections(
         database_url, schema=schema, migrate=False, pool_size=4
     )
     try:
-        pool = scheduler._pool
+        pool = scheduler._connections.pool
         assert pool is not None
         await _admit_and_complete(scheduler, "warm")
-        kept = scheduler._kept
+        kept = scheduler._connections.kept_connections
         assert kept is not None
         assert kept.held == 1  # the one connection that served both statements
         calls: list[str] = []
@@ -230,7 +230,7 @@ async def test_a_kept_connection_whose_backend_was_terminated_is_replaced(
     )
     try:
         await _admit_and_complete(scheduler, "warm")
-        kept = scheduler._kept
+        kept = scheduler._connections.kept_connections
         assert kept is not None and kept.held == 1
         async with kept.connection() as conn:
             pid = await conn.fetchval("SELECT pg_backend_pid()")

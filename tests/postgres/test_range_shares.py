@@ -62,7 +62,7 @@ async def refused(scheduler: PostgresScheduler, index: int) -> None:
 
 
 async def heartbeat(scheduler: PostgresScheduler) -> None:
-    scheduler._next_heartbeat = 0.0  # the heartbeat is due now
+    scheduler._fleet.next_heartbeat = 0.0  # the heartbeat is due now
     await scheduler.tick()
 
 

@@ -152,7 +152,7 @@ async def test_a_new_leader_frees_nothing_a_live_peer_holds(
     await newcomer.tick()
     assert await active_slots(db) == 1, "a live holder's lease was freed"
     # Its next renewal brings the lease back.
-    holder._next_heartbeat = 0.0
+    holder._fleet.next_heartbeat = 0.0
     await holder.tick()
     left = await db.fetchval(
         "SELECT extract(epoch FROM lease_expires_at - now()) FROM download_slot "
@@ -186,7 +186,7 @@ async def test_database_trouble_answers_busy_and_active_sessions_continue(
     scheduler = await connect(node_id="node-a")
     active = await scheduler.admit(download("ci", "dl-1", chunk(0)))
     assert isinstance(active, Admitted)
-    pool = scheduler._pool
+    pool = scheduler._connections.pool
     assert pool is not None
     pool.terminate()  # every connection gone at once, like a database restart
     newcomer = await scheduler.admit(download("ann", "dl-2"))
@@ -344,7 +344,7 @@ async def test_a_bulk_protocol_client_yields_its_slot_to_a_waiting_person(
     clock.advance(15.0)
     report = await scheduler.tick()
     assert report.preempted
-    scheduler._next_heartbeat = 0.0  # renew now: the lease carries the yield
+    scheduler._fleet.next_heartbeat = 0.0  # renew now: the lease carries the yield
     await scheduler.tick()
     yielded = await scheduler.admit(mirror(3))
     assert isinstance(yielded, Queued), yielded
@@ -367,7 +367,7 @@ async def test_a_delivery_record_lost_to_an_outage_is_written_on_a_later_tick(
     scheduler = await connect(node_id="node-a", settings=settings(sessions=1))
     decision = await scheduler.admit(download("ci", "dl-1"))
     assert isinstance(decision, Admitted)
-    record = scheduler._record_delivery
+    record = scheduler._delivery.record_delivery
     failures = [asyncpg.ConnectionDoesNotExistError("connection was closed mid-operation")]
 
     async def dropped_once(*args: Any) -> None:
@@ -375,7 +375,7 @@ async def test_a_delivery_record_lost_to_an_outage_is_written_on_a_later_tick(
             raise failures.pop()
         await record(*args)
 
-    monkeypatch.setattr(scheduler, "_record_delivery", dropped_once)
+    monkeypatch.setattr(scheduler._delivery, "record_delivery", dropped_once)
     await scheduler.report(decision.grant, Delivered(ByteRange(0, SIZE, RangeKind.FULL)))
     assert await active_slots(db) == 1, "the record could not be written"
     await scheduler.tick()

@@ -61,4 +61,12 @@ def test_the_drawing_shows_each_exception_under_its_parent() -> None:
 def test_every_exception_is_raised_somewhere() -> None:
     source = "\n".join(path.read_text(encoding="utf-8") for path in SRC.rglob("*.py"))
     for name in defined_exceptions():
+        if name == ArkvoryError.__name__:
+            continue  # the root is what callers may catch, never what is raised
         assert re.search(rf"raise {name}\(", source), f"{name} is never raised"
+
+
+def test_the_root_is_never_raised_bare() -> None:
+    """Every failure has a name a caller can catch precisely (the API catches names)."""
+    source = "\n".join(path.read_text(encoding="utf-8") for path in SRC.rglob("*.py"))
+    assert not re.search(r"raise ArkvoryError\(", source)

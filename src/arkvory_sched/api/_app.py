@@ -37,7 +37,12 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route, Router
 from starlette.types import Receive, Scope, Send
 
-from .._exceptions import ArkvoryError, RevisionMismatchError, SettingsError
+from .._exceptions import (
+    RevisionMismatchError,
+    SettingsError,
+    SettingsUnavailableError,
+    StoreUnavailableError,
+)
 from .._port import DownloadScheduler
 from ..settings import SettingsStore, StoredSettings, apply_stored
 from ._body import BodyError, read_json_object, whole_number
@@ -165,7 +170,7 @@ class OperatorApi:
             return refused
         try:
             stored = await self._store.read()
-        except ArkvoryError as error:
+        except SettingsUnavailableError as error:
             return _unavailable(error)
         return self._answer(stored)
 
@@ -199,7 +204,7 @@ class OperatorApi:
             return _invalid(invalid_fields(self._store.environment, fields) or [error])
         except RevisionMismatchError as error:
             return _mismatch(error, by_if_match)
-        except ArkvoryError as error:
+        except SettingsUnavailableError as error:
             return _unavailable(error)
         await self._apply(stored)
         return self._answer(stored)
@@ -219,7 +224,7 @@ class OperatorApi:
         assert limit is not None
         try:
             entries = await self._store.history(limit=limit + 1, before=before)
-        except ArkvoryError as error:
+        except SettingsUnavailableError as error:
             return _unavailable(error)
         page = entries[:limit]
         following: str | None = None
@@ -243,7 +248,7 @@ class OperatorApi:
         assert identity is not None
         try:
             state = await self._scheduler.queue_state()
-        except ArkvoryError as error:
+        except StoreUnavailableError as error:
             return _unavailable(error)
         settings = self._scheduler.settings
         document = state_document(state, settings, with_sessions=identity.may_write)
@@ -389,7 +394,7 @@ def _mismatch(error: RevisionMismatchError, by_if_match: bool) -> Response:
     )
 
 
-def _unavailable(error: ArkvoryError) -> Response:
+def _unavailable(error: StoreUnavailableError | SettingsUnavailableError) -> Response:
     return problem(
         503,
         "storage_unavailable",

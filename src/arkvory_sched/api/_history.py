@@ -30,7 +30,7 @@ from anyio.abc import TaskStatus
 
 from .._classes import DownloadClass
 from .._clock import Clock, SystemClock
-from .._exceptions import ArkvoryError
+from .._exceptions import StoreUnavailableError
 from .._port import DownloadScheduler
 
 __all__ = ["HISTORY_SAMPLES", "HISTORY_SAMPLE_SECONDS", "ClassSample", "QueueHistory", "Sample"]
@@ -96,7 +96,7 @@ class QueueHistory:
         scheduler cannot be read, so a gap shows as a gap, not as an empty queue."""
         try:
             stats = await self._scheduler.stats()
-        except ArkvoryError as error:
+        except StoreUnavailableError as error:
             log.warning("queue history: no sample this time (%s)", error)
             return None
         except Exception:

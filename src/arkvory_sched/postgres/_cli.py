@@ -24,9 +24,9 @@ from urllib.parse import parse_qs, urlsplit
 
 import asyncpg
 
-from .._exceptions import SettingsError
+from .._exceptions import MigrationError, SettingsError
 from .._version import installed_version
-from ._migrate import DEFAULT_SCHEMA, MigrationError, apply_migrations, validate_schema
+from ._migrate import DEFAULT_SCHEMA, apply_migrations, validate_schema
 
 __all__ = ["DSN_VARIABLE", "build_parser", "main"]
 

@@ -4,7 +4,8 @@ The rules of estimates are the policy's (:mod:`arkvory_sched.policy`, ADR 0016);
 their inputs differ from the in-memory store. The count of waiters ahead in the
 session's own class comes from an index range, and everything else from
 :class:`QueueSnapshot` — one row the leader refreshes every tick plus the slot table —
-so a poll never scans the waiting sessions.
+so a poll never scans the waiting sessions. :class:`QueueSnapshots` keeps the last one
+read for half a second of queue time, for every answer of this process meanwhile.
 """
 
 from __future__ import annotations
@@ -13,10 +14,13 @@ from dataclasses import dataclass
 
 import asyncpg
 
+from .._clock import Clock
 from ..policy import CLASS_COUNT, estimate_rate
 from . import _sql as sql
 
-__all__ = ["QueueSnapshot", "read_snapshot"]
+__all__ = ["SNAPSHOT_SECONDS", "QueueSnapshot", "QueueSnapshots", "read_snapshot"]
+
+SNAPSHOT_SECONDS = 0.5  # of queue time: how long one read serves every answer
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,3 +67,39 @@ async def read_snapshot(conn: asyncpg.Connection) -> QueueSnapshot:
         active_by_class=tuple(row["active_by_class"] or (0,) * CLASS_COUNT),
         marked=frozenset(row["marked"] or ()),
     )
+
+
+class QueueSnapshots:
+    """The last :class:`QueueSnapshot` this process read, kept for half a second.
+
+    Its age is counted on queue time: what an answer says must not depend on how fast
+    the process runs (the same requests at the same queue times, the same answers).
+    """
+
+    __slots__ = ("_clock", "_snapshot", "_until")
+
+    def __init__(self, clock: Clock) -> None:
+        self._clock = clock
+        self._snapshot: QueueSnapshot | None = None
+        self._until = 0.0
+
+    def current(self, now: float) -> QueueSnapshot | None:
+        """The snapshot still within its half second at ``now``, if any."""
+        snapshot = self._snapshot
+        if snapshot is None or now >= self._until:
+            return None
+        return snapshot
+
+    async def read(self, conn: asyncpg.Connection, *, fresh: bool = False) -> QueueSnapshot:
+        """The leader's last tick plus the slot table, cached for half a second."""
+        now = self._clock.monotonic()
+        if not fresh and self._snapshot is not None and now < self._until:
+            return self._snapshot
+        snapshot = await read_snapshot(conn)
+        self._snapshot = snapshot
+        self._until = now + SNAPSHOT_SECONDS
+        return snapshot
+
+    def drop(self) -> None:
+        """The queue changed here: the next answer reads the snapshot anew."""
+        self._snapshot = None

@@ -6,6 +6,8 @@ an entry is trusted only until a deadline on this process's monotonic clock that
 earlier than the lease's expiry as the database reported it, and never further ahead
 than ``max_trust`` seconds, so a release made by another process (idle, completion) is
 noticed within that bound even if this process never renews the lease itself.
+A :class:`SessionGrant` is one range this process serves under a lease, from its
+admission to its report.
 """
 
 from __future__ import annotations
@@ -15,8 +17,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from .._classes import DownloadClass
+from .._model import ByteRange
 
-__all__ = ["Lease", "LeaseCache"]
+__all__ = ["Lease", "LeaseCache", "SessionGrant"]
 
 SAFETY_MARGIN_SECONDS = 1.0
 
@@ -43,6 +46,18 @@ class Lease:
     share: int = 0
     contended: bool = False
     unreturned: int = 0
+
+
+@dataclass(slots=True)
+class SessionGrant:
+    """A range of a session in flight here: its lease, and the bytes it sent so far."""
+
+    lease: Lease
+    byte_range: ByteRange | None
+    download_class: DownloadClass
+    started: float
+    last_progress: float
+    progressed: int = 0
 
 
 class LeaseCache:

@@ -31,7 +31,7 @@ from typing import Final
 
 import asyncpg
 
-from .._exceptions import ArkvoryError, SettingsError
+from .._exceptions import MigrationError, SettingsError
 from . import _sql as sql
 from ._statements import quote_literal
 
@@ -39,7 +39,6 @@ __all__ = [
     "DEFAULT_SCHEMA",
     "MIGRATIONS_PACKAGE",
     "Migration",
-    "MigrationError",
     "apply_migrations",
     "load_migrations",
     "pending_migrations",
@@ -56,15 +55,6 @@ _SCHEMA_NAME: Final = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 _MIGRATION_FILE: Final = re.compile(r"(?P<number>[0-9]{4})_(?P<name>[a-z0-9_]+)\.sql")
 
 _LOCK_NAMESPACE: Final = "arkvory_sched.migrate:"
-
-
-class MigrationError(ArkvoryError):
-    """A migration failed; ``version`` names it. Nothing of it was committed."""
-
-    def __init__(self, version: str, message: str) -> None:
-        super().__init__(f"migration {version} failed: {message}")
-        self.version = version
-        self.message = message
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,8 +12,9 @@ The contract is the port's (:class:`SettingsStore`, ADR 0022); what is particula
 * The applied change's audit row is written by a trigger (migration 0010) inside that
   statement, so a change without its audit row cannot exist. A refused attempt is one
   ``INSERT … SELECT`` that also reads the revision it met and who made it.
-* asyncpg's errors become :class:`SettingsUnavailableError` here, the store's one
-  boundary to the driver.
+* The driver's errors become :class:`SettingsUnavailableError` at the package's one
+  boundary to the driver (``_boundary``, :data:`SETTINGS_BOUNDARY`); so does a schema
+  without the settings row (never migrated), which no request can change either.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from typing import Any, NoReturn
 import anyio
 import asyncpg
 
-from .._exceptions import ArkvoryError, SettingsUnavailableError
+from .._exceptions import SettingsUnavailableError
 from ..settings import (
     AuditEntry,
     AuditOutcome,
@@ -39,11 +40,13 @@ from ..settings import (
     decode_record,
 )
 from . import _sql as sql
+from ._boundary import SettingsBoundary
 from ._db import Queryable
 from ._migrate import DEFAULT_SCHEMA, quote_schema
-from ._scheduler_state import DATABASE_ERRORS
 
-__all__ = ["PostgresSettingsStore"]
+__all__ = ["SETTINGS_BOUNDARY", "PostgresSettingsStore"]
+
+SETTINGS_BOUNDARY = SettingsBoundary("the settings database cannot be reached")
 
 # A store given a DSN opens a pool of its own, small: an operator's change is rare, and
 # the keeper reads once every 10 s.
@@ -90,10 +93,8 @@ class PostgresSettingsStore(SettingsStore):
         return self._environment
 
     async def read(self) -> StoredSettings:
-        try:
+        with SETTINGS_BOUNDARY:
             row = await (await self._db()).fetchrow(self._read)
-        except DATABASE_ERRORS as error:
-            _unavailable(error)
         if row is None:
             self._no_row()
         return _stored(row)
@@ -101,20 +102,16 @@ class PostgresSettingsStore(SettingsStore):
     async def _save(
         self, fields_json: str, updated_by: str, expected_revision: int
     ) -> StoredSettings | None:
-        try:
+        with SETTINGS_BOUNDARY:
             row = await (await self._db()).fetchrow(
                 self._save_statement, fields_json, updated_by, expected_revision
             )
-        except DATABASE_ERRORS as error:
-            _unavailable(error)
         return None if row is None else _stored(row)
 
     async def history(self, *, limit: int = 50, before: int | None = None) -> list[AuditEntry]:
         check_page(limit, before)
-        try:
+        with SETTINGS_BOUNDARY:
             rows = await (await self._db()).fetch(self._history, limit, before)
-        except DATABASE_ERRORS as error:
-            _unavailable(error)
         return [
             audit_entry(
                 id=int(row["id"]),
@@ -147,7 +144,7 @@ class PostgresSettingsStore(SettingsStore):
         detail: str | None,
     ) -> tuple[int, str | None]:
         """Audit a refused attempt; the revision the record is at, and who made it."""
-        try:
+        with SETTINGS_BOUNDARY:
             row = await (await self._db()).fetchrow(
                 self._refuse,
                 updated_by,
@@ -156,8 +153,6 @@ class PostgresSettingsStore(SettingsStore):
                 attempted_json(fields),
                 detail,
             )
-        except DATABASE_ERRORS as error:
-            _unavailable(error)
         if row is None:
             self._no_row()
         by = row["revision_by"]
@@ -183,15 +178,9 @@ class PostgresSettingsStore(SettingsStore):
 
     def _no_row(self) -> NoReturn:
         """An unmigrated schema: a defect of the installation, not of the database."""
-        raise ArkvoryError(
+        raise SettingsUnavailableError(
             f"{self._table} has no settings row; run `arkvory-sched migrate` on this schema"
         )
-
-
-def _unavailable(error: BaseException) -> NoReturn:
-    """The one place asyncpg's errors become the port's (module docstring)."""
-    text = " ".join(str(error).split()) or type(error).__name__
-    raise SettingsUnavailableError(f"the settings database cannot be reached: {text}") from error
 
 
 def _stored(row: Any) -> StoredSettings:

@@ -127,3 +127,10 @@ QUEUE_STATE_HEADS: Final = statement("queue_state_heads")
 # ----------------------------------------------------------------------------- own_downloads.sql
 
 OWN_DOWNLOADS: Final = statement("own_downloads")
+
+# ----------------------------------------------------------------------------- row values
+
+# ``download_session.state`` (migration 0001) as the statements' rows carry it.
+WAITING: Final = 0
+ACTIVE: Final = 1  # holds a slot
+PAUSED: Final = 2  # slot released, place kept

@@ -1,10 +1,18 @@
-"""Recording how a response went: bytes for the rate meter, delivered ranges, completion."""
+"""Recording how a response went: bytes for the rate meter, delivered ranges, completion.
+
+A range's record is one statement, fenced by its lease's token. A record a database
+outage kept from being written stays here (at most ``UNRECORDED_LIMIT``) and is written
+on a later tick, as safe late as prompt; meanwhile the session keeps its slot.
+"""
 
 from __future__ import annotations
 
-import anyio
+from collections import deque
+
 import asyncpg
 
+from .._clock import Clock
+from .._exceptions import StoreUnavailableError
 from .._model import (
     ByteRange,
     Delivered,
@@ -12,22 +20,47 @@ from .._model import (
     Grant,
     RangeKind,
 )
+from .._request_admission import RequestAdmission
 from ..policy import sets_start
 from . import _sql as sql
-from ._leases import Lease
-from ._scheduler_answers import SchedulerAnswers
-from ._scheduler_state import (
-    DATABASE_ERRORS,
-    _SessionGrant,
-)
+from ._boundary import Connections
+from ._estimates import QueueSnapshots
+from ._leases import Lease, LeaseCache, SessionGrant
+from ._meters import Meters
+from ._running import Running
 
-__all__ = ["SchedulerDelivery"]
+__all__ = ["UNRECORDED_LIMIT", "Delivery"]
+
+UNRECORDED_LIMIT = 4096  # delivery records kept through an outage, then the oldest go
 
 
-class SchedulerDelivery(SchedulerAnswers):
-    """The delivery path of :class:`PostgresScheduler` (``report`` and ``progress``)."""
+class Delivery:
+    """``report()`` and ``progress()`` of :class:`PostgresScheduler`."""
 
-    # ------------------------------------------------------------------ delivery
+    def __init__(
+        self,
+        running: Running,
+        connections: Connections,
+        leases: LeaseCache,
+        grants: dict[int, SessionGrant],
+        requests: RequestAdmission,
+        snapshots: QueueSnapshots,
+        meters: Meters,
+        clock: Clock,
+        *,
+        node: str,
+    ) -> None:
+        self._running = running
+        self._connections = connections
+        self._leases = leases
+        self._grants = grants
+        self._requests = requests
+        self._snapshots = snapshots
+        self._meters = meters
+        self._clock = clock
+        self._node = node
+        self._unrecorded: deque[tuple[Lease, ByteRange, float]] = deque(maxlen=UNRECORDED_LIMIT)
+
     async def report(self, grant: Grant, outcome: DeliveryOutcome) -> None:
         if grant.admission == "per-request":
             self._requests.report(grant, outcome)  # wakes a waiter promoted into the place
@@ -50,23 +83,23 @@ class SchedulerDelivery(SchedulerAnswers):
         give_back = max(0, lease.share - lease.in_flight) if lease.contended else 0
         lease.share -= give_back
         try:
-            async with self._kept_connection() as conn:
+            async with self._connections.kept() as conn:
                 if give_back:
-                    await self._give_back_ranges(conn, [(lease, give_back)])
+                    await self.give_back_ranges(conn, [(lease, give_back)])
                 if counted is None:
                     await self._record_interruption(conn, lease, now)
                 else:
-                    await self._record_delivery(conn, lease, counted, now)
-        except DATABASE_ERRORS as error:
+                    await self.record_delivery(conn, lease, counted, now)
+        except StoreUnavailableError as error:
             # The bytes were sent; only the record is missing. It is written on a later
             # tick (fenced by the same token, so a late write is as safe as a prompt
             # one); until then the session keeps its slot rather than completing wrongly.
-            self._trouble(error)
+            self._connections.trouble(error)
             if counted is not None:
                 self._unrecorded.append((lease, counted, now))
-        self._notify()
+        self._running.notify()
 
-    async def _give_back_ranges(
+    async def give_back_ranges(
         self, conn: asyncpg.Connection, shares: list[tuple[Lease, int]]
     ) -> None:
         """Hand unused range shares back to their sessions' budgets (already taken off
@@ -84,14 +117,14 @@ class SchedulerDelivery(SchedulerAnswers):
         for lease, _ in shares:
             lease.unreturned = 0
 
-    async def _record_late_deliveries(self, conn: asyncpg.Connection) -> None:
+    async def record_late_deliveries(self, conn: asyncpg.Connection) -> None:
         """Write delivery records a database outage kept from ``report``, oldest first."""
         while self._unrecorded:
             lease, counted, at = self._unrecorded[0]
-            await self._record_delivery(conn, lease, counted, at)
+            await self.record_delivery(conn, lease, counted, at)
             self._unrecorded.popleft()
 
-    async def _record_delivery(
+    async def record_delivery(
         self, conn: asyncpg.Connection, lease: Lease, counted: ByteRange, now: float
     ) -> None:
         """One statement (``record_delivery``, ADR 0011): record, and complete if whole.
@@ -136,7 +169,7 @@ class SchedulerDelivery(SchedulerAnswers):
             self._leases.forget(lease.key)  # the lease is gone: fenced out
         elif outcome == "completed":
             self._leases.forget(lease.key)
-            self._snapshot = None
+            self._snapshots.drop()
 
     async def progress(self, grant: Grant, nbytes: int) -> None:
         if grant.admission == "per-request":
@@ -148,18 +181,11 @@ class SchedulerDelivery(SchedulerAnswers):
         self._record_bytes(state, nbytes)
         state.progressed += nbytes
 
-    def _record_bytes(self, state: _SessionGrant, nbytes: int) -> None:
+    def _record_bytes(self, state: SessionGrant, nbytes: int) -> None:
         if nbytes <= 0:
             return
         now = self._clock.monotonic()
         started = now - max(0.0, now - state.last_progress)
-        self._rate.record(started, now, nbytes)
+        self._meters.rate.record(started, now, nbytes)
         state.last_progress = now
-        self._bytes_by_class[state.download_class.rank] += nbytes
-
-    async def wait_for_change(self, timeout: float) -> None:
-        # Changes made by other processes are not signalled here: wake at least every
-        # second so a held request re-checks the shared queue.
-        changed = self._changed
-        with anyio.move_on_after(max(0.0, min(timeout, 1.0))):
-            await changed.wait()
+        self._meters.bytes_by_class[state.download_class.rank] += nbytes

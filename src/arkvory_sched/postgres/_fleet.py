@@ -1,44 +1,76 @@
-"""Joining and staying in the fleet: start, the tick, leases, configuration and the key.
+"""Joining and staying in the fleet: start-up and the tick.
 
 Every process ticks (heartbeat, lease renewal, late delivery records, key refresh);
-the one that holds the leader lease also runs the queue work. The stored settings
-record is not read here: a :class:`~arkvory_sched.SettingsKeeper` applies it through
-:meth:`configure`, the one mechanism for every scheduler (ADR 0022).
+the one that holds the leader lease also runs the queue work (:class:`QueueLeader`).
+The stored settings record is not read here: a :class:`~arkvory_sched.SettingsKeeper`
+applies it through ``configure`` (:class:`Configuration`), the one mechanism for every
+scheduler (ADR 0022).
 """
 
 from __future__ import annotations
 
+import logging
 import time
 
 import asyncpg
 
+from .._clock import Clock
+from .._exceptions import StoreUnavailableError
 from .._model import TickReport
-from .._tickets import TicketSigner
 from .._ticking import next_tick_delay
-from ..policy import smallest_first_key
-from ..settings import SchedulerSettings, Strategy
 from . import _sql as sql
+from ._boundary import QUEUE_BOUNDARY, Connections
+from ._db_clock import DatabaseClock
+from ._delivery import Delivery
+from ._leader import QueueLeader
+from ._leases import LeaseCache
+from ._meters import Meters
 from ._migrate import apply_migrations
-from ._pool import create_pool, open_all
-from ._scheduler_delivery import SchedulerDelivery
-from ._scheduler_state import (
-    DATABASE_ERRORS,
-    HEARTBEAT_SECONDS,
-    TICKET_KEY_RETRY_SECONDS,
-    log,
-)
-from ._settings_store import PostgresSettingsStore
-from ._ticket_key import ensure_ticket_key, read_ticket_key
+from ._running import Running
+from ._ticket_key import TicketKeyring
 
-__all__ = ["SchedulerFleet"]
+__all__ = ["HEARTBEAT_SECONDS", "Fleet"]
 
-# Waiters given a new key per statement on a switch to smallest-first: a long queue is
-# rekeyed in batches, so neither the process nor one statement holds all of it.
-REKEY_BATCH = 10_000
+log = logging.getLogger("arkvory_sched.postgres")
+
+HEARTBEAT_SECONDS = 1.0
 
 
-class SchedulerFleet(SchedulerDelivery):
-    """Start-up, the tick, fleet duties and configuration of :class:`PostgresScheduler`."""
+class Fleet:
+    """Start-up, the tick and the fleet duties of one process."""
+
+    def __init__(
+        self,
+        running: Running,
+        connections: Connections,
+        leases: LeaseCache,
+        leader: QueueLeader,
+        delivery: Delivery,
+        meters: Meters,
+        keyring: TicketKeyring,
+        clock: Clock,
+        db_clock: DatabaseClock | None,
+        *,
+        node: str,
+        schema: str,
+        lease_seconds: float,
+    ) -> None:
+        self._running = running
+        self._connections = connections
+        self._leases = leases
+        self._leader = leader
+        self._delivery = delivery
+        self._meters = meters
+        self._keyring = keyring
+        self._clock = clock
+        self._db_clock = db_clock
+        self._node = node
+        self._schema = schema
+        self._lease_seconds = lease_seconds
+        self.migrated = True  # False: migrate the DSN's schema before anything else
+        self.prepared = False
+        # Fleet bookkeeping, on this process's monotonic clock (never queue decisions).
+        self.next_heartbeat = 0.0
 
     async def start(self) -> None:
         """Connect, migrate (writers), read the key, join the fleet.
@@ -48,36 +80,28 @@ class SchedulerFleet(SchedulerDelivery):
         and migrations and key are retried on later ticks. The stored settings come
         from the process's keeper, which applies them before the first request.
         """
-        if self._pool is None:
-            assert self._dsn is not None, "PostgresScheduler needs a pool or a DSN"
-            self._pool = await create_pool(self._dsn, schema=self._schema, size=self._pool_size)
+        await self._connections.open()
         try:
             await self._prepare()
-        except DATABASE_ERRORS as error:
-            self._trouble(error)
+        except StoreUnavailableError as error:
+            self._connections.trouble(error)
 
     async def _prepare(self) -> None:
-        if not self._migrated:
-            assert self._dsn is not None
-            await apply_migrations(self._dsn, schema=self._schema)
-            self._migrated = True
-        await self.refresh_ticket_key()
-        async with self._acquire() as conn:
-            await conn.execute(sql.ENSURE_SLOTS, self._settings.sessions)
+        if not self.migrated:
+            dsn = self._connections.dsn
+            assert dsn is not None
+            with QUEUE_BOUNDARY:
+                await apply_migrations(dsn, schema=self._schema)
+            self.migrated = True
+        await self._keyring.refresh(self._connections.require_pool())
+        async with self._connections.acquire() as conn:
+            await conn.execute(sql.ENSURE_SLOTS, self._running.settings.sessions)
             await conn.execute(sql.ANALYZE_SLOTS)
             await self._heartbeat(conn, 0.0)
         # The process's own schedule of re-reads, not a queue decision: local time.
-        self._next_heartbeat = time.monotonic() + HEARTBEAT_SECONDS
-        self._prepared = True
-        if self._owns_pool:
-            kept = self._kept
-            if kept is not None:
-                await kept.return_all()  # open_all holds every connection at once
-            try:
-                await open_all(self._require_pool(), self._pool_size)
-            finally:
-                if kept is not None:
-                    kept.keep_again()
+        self.next_heartbeat = time.monotonic() + HEARTBEAT_SECONDS
+        self.prepared = True
+        await self._connections.open_all()
 
     # ------------------------------------------------------------------ tick
     async def tick(self) -> TickReport:
@@ -85,42 +109,42 @@ class SchedulerFleet(SchedulerDelivery):
         expired = marked = 0
         preempted = False
         try:
-            if not self._prepared:
+            if not self.prepared:
                 await self._prepare()
             await self._reread_key_due()
-            async with self._acquire() as conn:
+            async with self._connections.acquire() as conn:
                 await self._fleet_duties(conn)
-                await self._record_late_deliveries(conn)
+                await self._delivery.record_late_deliveries(conn)
                 if await self._leader.elect(conn):
                     now = self._clock.monotonic()
                     outcome = await self._leader.tick(
                         conn,
-                        settings=self._settings,
+                        settings=self._running.settings,
                         now=now,
                         in_flight=self._leases.in_flight_keys(),
-                        local_rate=self._local_rate(),
-                        local_seconds=self._rate.complete_seconds(now),
-                        last_trouble=self._last_trouble,
-                        closed=self._closed,
+                        local_rate=self._meters.local_rate(),
+                        local_seconds=self._meters.rate.complete_seconds(now),
+                        last_trouble=self._connections.last_trouble,
+                        closed=self._running.closed,
                     )
                     expired, marked = outcome.expired, outcome.marked
                     preempted = outcome.preempted
                     self._learn_of_yield(outcome.yielding)
                     for key in outcome.released:
                         self._leases.forget(key)
-        except DATABASE_ERRORS as error:
-            self._trouble(error)
+        except StoreUnavailableError as error:
+            self._connections.trouble(error)
             self._leader.step_down()
         except Exception as error:
             # Whatever went wrong, the next tick must run: a process whose tick loop
             # died keeps answering but never renews, reaps or marks again.
             log.exception("tick failed on node %s", self._node)
-            self._trouble(error)
+            self._connections.trouble(error)
             self._leader.step_down()
         self._leases.drop_untrusted_idle()
         duration = time.perf_counter() - started
-        self._last_tick_seconds = duration
-        self._invalidate()
+        self._meters.last_tick_seconds = duration
+        self._running.invalidate()
         return TickReport(
             duration=duration,
             # Database waits, not CPU: tick at least once a heartbeat, so a slow tick
@@ -151,15 +175,15 @@ class SchedulerFleet(SchedulerDelivery):
         with a pool of two — one kept aside for admissions — a read waiting for a second
         connection while the tick held one would wait for ever.
         """
-        if self._signer is None and time.monotonic() >= self._next_key_read:
-            await self.refresh_ticket_key()
+        if self._keyring.read_due():
+            await self._keyring.refresh(self._connections.require_pool())
 
     async def _fleet_duties(self, conn: asyncpg.Connection) -> None:
         """Every process: heartbeat, renew held leases, hand back idle range shares."""
         real = time.monotonic()  # the process's own schedule of beats, not a decision
-        if real >= self._next_heartbeat:
-            self._next_heartbeat = real + HEARTBEAT_SECONDS
-            await self._heartbeat(conn, self._local_rate())
+        if real >= self.next_heartbeat:
+            self.next_heartbeat = real + HEARTBEAT_SECONDS
+            await self._heartbeat(conn, self._meters.local_rate())
             in_flight = self._leases.in_flight_keys()
             if in_flight:
                 # A response still streaming is activity, wherever it streams from.
@@ -174,7 +198,7 @@ class SchedulerFleet(SchedulerDelivery):
         process shares, so the leader can add the fleet's bytes second by second
         (ADR 0027); and its own peak ``rate``, which an older leader adds up instead.
         """
-        first, seconds = self._rate.complete_seconds(self._clock.monotonic())
+        first, seconds = self._meters.rate.complete_seconds(self._clock.monotonic())
         beat = conn.fetchval(sql.HEARTBEAT, self._node, rate, first, seconds)
         if self._db_clock is None:
             await beat
@@ -216,63 +240,4 @@ class SchedulerFleet(SchedulerDelivery):
             unused = max(0, lease.share - lease.in_flight)
             lease.share -= unused
             shares.append((lease, unused))
-        await self._give_back_ranges(conn, shares)
-
-    # ------------------------------------------------------------------ settings and key
-    def settings_store(self) -> PostgresSettingsStore:
-        """The settings store of this scheduler's schema, on its pool, validating
-        against the environment it started with: the store a process's keeper reads
-        (ADR 0022) without connections of its own. Usable once :meth:`start` ran."""
-        return PostgresSettingsStore(
-            self._require_pool, environment=self._environment, schema=self._schema
-        )
-
-    async def refresh_ticket_key(self) -> None:
-        """Read (writers: create) the ticket key (R-TICKET-4).
-
-        A gateway without a key works without tickets and tries again every 30 s.
-        """
-        if self._explicit_keys:
-            return
-        self._next_key_read = time.monotonic() + TICKET_KEY_RETRY_SECONDS
-        key: bytes | None
-        if self._writer:
-            key = await ensure_ticket_key(self._require_pool(), self._schema)
-        else:
-            key = await read_ticket_key(self._require_pool(), self._schema)
-        if key is not None:
-            self._signer = TicketSigner([key])
-
-    async def configure(self, settings: SchedulerSettings) -> None:
-        current = self._settings
-        settings = settings.keeping_environment_only(current)
-        self._settings = settings
-        self._early.clear()  # the next poll of every waiter is decided anew (R-STRAT-4)
-        async with self._acquire() as conn:
-            await conn.execute(sql.ENSURE_SLOTS, settings.sessions)
-            await conn.execute(sql.ANALYZE_SLOTS)
-            if (
-                settings.strategy is not current.strategy
-                or settings.aging_minutes != current.aging_minutes
-            ):
-                await self._rekey(conn, settings)
-        self._invalidate()
-
-    async def _rekey(self, conn: asyncpg.Connection, settings: SchedulerSettings) -> None:
-        """A new strategy orders the waiters anew, by arrival (O(n), only on change), as
-        the in-memory queue re-adds them: the smallest-first key, or under ``ordered``
-        each waiter's round-robin turn again (``REKEY_ROUND_TAGS``, migration 0007)."""
-        if settings.strategy is not Strategy.SMALLEST_FIRST:
-            await conn.execute(sql.REKEY_ROUND_TAGS)
-            return
-        aging = settings.aging_minutes * 60.0
-        after = b""
-        async with conn.transaction():
-            while rows := await conn.fetch(sql.WAITING_FOR_REKEY, after, REKEY_BATCH):
-                keys = [row["session_key"] for row in rows]
-                order = [
-                    smallest_first_key(row["object_size"], row["arrival"], aging) for row in rows
-                ]
-                await conn.execute(sql.REKEY_WAITING, keys, order)
-                after = keys[-1]
-            await conn.execute(sql.FORGET_ALL_ROUNDS)
+        await self._delivery.give_back_ranges(conn, shares)

@@ -9,6 +9,8 @@ from __future__ import annotations
 import asyncpg
 
 from .._classes import DownloadClass
+from .._clock import Clock
+from .._early_polls import EarlyPolls
 from .._model import (
     Decision,
     Queued,
@@ -22,6 +24,7 @@ from ..policy import (
     estimate_interval,
     estimate_rate,
     estimate_start,
+    exact_head,
     jitter,
     no_show_at,
     queued_retry_after,
@@ -30,21 +33,37 @@ from ..policy import (
     window_estimate,
 )
 from . import _sql as sql
-from ._estimates import QueueSnapshot, read_snapshot
-from ._leader import exact_head
+from ._estimates import QueueSnapshot, QueueSnapshots
 from ._leases import Lease
-from ._scheduler_state import (
-    NEWCOMER_COUNT_CAP,
-    SchedulerState,
-)
+from ._meters import Meters
+from ._running import Running
+from ._ticket_key import TicketKeyring
 
-__all__ = ["SchedulerAnswers"]
+__all__ = ["NEWCOMER_COUNT_CAP", "Answers"]
+
+NEWCOMER_COUNT_CAP = 1024  # a newcomer's waiters-ahead count stops here
 
 
-class SchedulerAnswers(SchedulerState):
-    """The ``Queued`` answer, tickets and the delivery rate of :class:`PostgresScheduler`."""
+class Answers:
+    """The ``Queued`` answer, the estimates behind it and the tickets it carries."""
 
-    async def _queued(
+    def __init__(
+        self,
+        running: Running,
+        clock: Clock,
+        snapshots: QueueSnapshots,
+        meters: Meters,
+        keyring: TicketKeyring,
+        early: EarlyPolls,
+    ) -> None:
+        self._running = running
+        self._clock = clock
+        self._snapshots = snapshots
+        self._meters = meters
+        self._keyring = keyring
+        self._early = early
+
+    async def queued(
         self,
         conn: asyncpg.Connection,
         key: bytes,
@@ -68,14 +87,16 @@ class SchedulerAnswers(SchedulerState):
         is_newcomer = newcomer is not None
         row = newcomer if newcomer is not None else placed
         if row is None:
-            row = await conn.fetchrow(sql.POSITION, key, exact_head(self._settings.sessions))
+            row = await conn.fetchrow(
+                sql.POSITION, key, exact_head(self._running.settings.sessions)
+            )
         if row is None:  # activated or released by another process a moment ago
-            return self._reject(RejectReason.STORAGE_UNAVAILABLE, 1, cls)
-        snapshot = await self._queue_snapshot(conn)
+            return self._meters.reject(RejectReason.STORAGE_UNAVAILABLE, 1, cls)
+        snapshot = await self._snapshots.read(conn)
         own_ahead = row["own_ahead"]
         if is_newcomer and own_ahead >= NEWCOMER_COUNT_CAP:
             own_ahead = max(own_ahead, snapshot.class_lengths[row["queue_rank"]])
-        estimate = self._estimate(own_ahead, row["queue_rank"], cls, snapshot, now)
+        estimate = self.estimate(own_ahead, row["queue_rank"], cls, snapshot, now)
         ahead, start, wall_offset = estimate.ahead, estimate.start, estimate.wall_offset
         window = estimate.window
         wait = start - now
@@ -102,7 +123,7 @@ class SchedulerAnswers(SchedulerState):
             check_at=check_at + wall_offset,
             retry_after=queued_retry_after(delay),
             download_class=cls,
-            ticket=self._session_ticket(key, row),
+            ticket=self.session_ticket(key, row),
         )
         if is_newcomer or again:  # a wait that just began: its next poll is decided
             self._early.forget(key)
@@ -110,7 +131,7 @@ class SchedulerAnswers(SchedulerState):
             self._early.remember(key, answer, check_at, delay)
         return answer
 
-    def _estimate(
+    def estimate(
         self,
         own_ahead: int,
         queue_rank: int,
@@ -119,9 +140,9 @@ class SchedulerAnswers(SchedulerState):
         now: float,
     ) -> StartEstimate:
         """A waiting session's place and start from its count in its own lane, as its
-        poll computes them, recording nothing: ``_queued`` and the principal's own
+        poll computes them, recording nothing: :meth:`queued` and the principal's own
         downloads page (issue #19) read the same numbers."""
-        settings = self._settings
+        settings = self._running.settings
         wall_offset = self._clock.wall() - now  # announced times are wall time (R-RES-5)
         window = self._window(cls, queue_rank, snapshot, now + wall_offset)
         ahead = stride_ahead(
@@ -142,7 +163,7 @@ class SchedulerAnswers(SchedulerState):
             active_interactive=snapshot.active_interactive,
             waiting=snapshot.waiting,
             waiting_bytes=snapshot.waiting_bytes,
-            rate=self._fleet_rate(snapshot),
+            rate=self.fleet_rate(snapshot),
         )
         moved, not_before = window.start(start + wall_offset, now + wall_offset)
         start = moved - wall_offset
@@ -154,11 +175,11 @@ class SchedulerAnswers(SchedulerState):
         self, cls: DownloadClass, queue_rank: int, snapshot: QueueSnapshot, wall: float
     ) -> WindowEstimate:
         """What the windows change in an estimate made at ``wall`` (R-WIN-2, R-EST-2)."""
-        settings = self._settings
+        settings = self._running.settings
         if not settings.class_windows:
             return WindowEstimate(snapshot.class_lengths)
         return window_estimate(
-            self._class_gate(),
+            self._running.class_gate(),
             settings.schedule_of(cls),
             cls.rank,
             queue_rank,
@@ -167,20 +188,22 @@ class SchedulerAnswers(SchedulerState):
             wall=wall,
         )
 
-    def _session_ticket(self, key: bytes, stored: asyncpg.Record) -> str | None:
+    def session_ticket(self, key: bytes, stored: asyncpg.Record) -> str | None:
         """The session's ticket, its arrival from the row the answer was made from."""
-        if self._signer is None:
+        signer = self._keyring.signer
+        if signer is None:
             return None
         arrival_ms = stored["arrival_wall_ms"]
-        return self._signer.issue(key, arrival_ms, max(int(self._clock.wall() * 1000), arrival_ms))
+        return signer.issue(key, arrival_ms, max(int(self._clock.wall() * 1000), arrival_ms))
 
-    def _lease_ticket(self, lease: Lease, now: float) -> str | None:
+    def lease_ticket(self, lease: Lease, now: float) -> str | None:
         """As in memory: an active session's ticket is re-signed at most once a minute."""
-        if self._signer is None:
+        signer = self._keyring.signer
+        if signer is None:
             return None
         if lease.ticket is not None and now - lease.ticket_issued < TICKET_REUSE_SECONDS:
             return lease.ticket
-        lease.ticket = self._signer.issue(
+        lease.ticket = signer.issue(
             lease.key,
             lease.arrival_wall_ms,
             max(int(self._clock.wall() * 1000), lease.arrival_wall_ms),
@@ -188,27 +211,9 @@ class SchedulerAnswers(SchedulerState):
         lease.ticket_issued = now
         return lease.ticket
 
-    def _fleet_rate(self, snapshot: QueueSnapshot | None) -> float:
+    def fleet_rate(self, snapshot: QueueSnapshot | None) -> float:
+        """The fleet's delivery rate for estimates, this process's own as the fallback."""
+        bandwidth = self._running.settings.bandwidth
         if snapshot is None:
-            return estimate_rate(0.0, self._local_rate(), self._settings.bandwidth)
-        return snapshot.rate(self._local_rate(), self._settings.bandwidth)
-
-    def _local_rate(self) -> float:
-        peak = self._rate.peak(self._clock.monotonic())
-        if peak > 0:
-            self._last_rate = peak
-        return peak or self._last_rate
-
-    async def _queue_snapshot(
-        self, conn: asyncpg.Connection, *, fresh: bool = False
-    ) -> QueueSnapshot:
-        """The leader's last tick plus the slot table, cached for half a second."""
-        # Its age on queue time: what an answer says must not depend on how fast the
-        # process runs (the same requests at the same queue times, the same answers).
-        now = self._clock.monotonic()
-        if not fresh and self._snapshot is not None and now < self._snapshot_until:
-            return self._snapshot
-        snapshot = await read_snapshot(conn)
-        self._snapshot = snapshot
-        self._snapshot_until = now + 0.5
-        return snapshot
+            return estimate_rate(0.0, self._meters.local_rate(), bandwidth)
+        return snapshot.rate(self._meters.local_rate(), bandwidth)

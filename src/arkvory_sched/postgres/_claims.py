@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncpg
 
 from .._classes import DownloadClass
+from .._early_polls import EarlyPolls
 from ..policy import (
     backup_may_take_slot,
     class_ages,
@@ -21,16 +22,37 @@ from ..policy import (
 )
 from ..settings import Strategy
 from . import _sql as sql
-from ._leases import Lease
-from ._scheduler_answers import SchedulerAnswers
+from ._estimates import QueueSnapshots
+from ._leases import Lease, LeaseCache
+from ._meters import Meters
+from ._running import Running
 
-__all__ = ["SchedulerClaims"]
+__all__ = ["Claims"]
 
 
-class SchedulerClaims(SchedulerAnswers):
-    """Claims of slots of :class:`PostgresScheduler`, and a waiter's order and aging."""
+class Claims:
+    """Claims of slots for this process, and a waiter's order and aging."""
 
-    async def _start_outside_window(
+    def __init__(
+        self,
+        running: Running,
+        leases: LeaseCache,
+        snapshots: QueueSnapshots,
+        early: EarlyPolls,
+        meters: Meters,
+        *,
+        node: str,
+        lease_seconds: float,
+    ) -> None:
+        self._running = running
+        self._leases = leases
+        self._snapshots = snapshots
+        self._early = early
+        self._meters = meters
+        self._node = node
+        self._lease_seconds = lease_seconds
+
+    async def start_outside_window(
         self,
         conn: asyncpg.Connection,
         key: bytes,
@@ -43,17 +65,17 @@ class SchedulerClaims(SchedulerAnswers):
         ``admit_session`` cannot count the class's slots, so it queued the newcomer;
         alone in the queue it starts as in memory, the claim counting them.
         """
-        if not self._settings.class_windows:
+        if not self._running.settings.class_windows:
             return None
-        cap = self._class_gate().caps[cls.rank]
+        cap = self._running.class_gate().caps[cls.rank]
         if cap is None or cap <= 0 or await conn.fetchval(sql.OTHERS_WAITING, key):
             return None
-        lease = await self._claim(conn, key, row, now)
+        lease = await self.claim(conn, key, row, now)
         if lease is not None:
-            self._invalidate()
+            self._running.invalidate()
         return lease
 
-    async def _may_take_marked_slot(
+    async def may_take_marked_slot(
         self, conn: asyncpg.Connection, row: asyncpg.Record, now: float
     ) -> bool:
         """As in memory: a back-up's grace, then the per-principal share with the
@@ -61,18 +83,18 @@ class SchedulerClaims(SchedulerAnswers):
         if row["mark_backup"]:
             # A back-up takes a freed slot only when the first marked waiters did not
             # come for it within one of their poll periods (as in memory, ADR 0002).
-            snapshot = await self._queue_snapshot(conn, fresh=True)
+            snapshot = await self._snapshots.read(conn, fresh=True)
             if not backup_may_take_slot(now, snapshot.last_release):
                 return False
         # The mark is a tick old: whether the share binds is judged on the queue as it
         # is now, not as the tick saw it.
-        per_principal = self._settings.per_principal
+        per_principal = self._running.settings.per_principal
         share = await conn.fetchrow(sql.CLAIMANT_SHARE, row["principal"], per_principal)
         return not over_share_with_contenders(
             share["principal_active"], per_principal, share["contenders"]
         )
 
-    async def _claim(
+    async def claim(
         self,
         conn: asyncpg.Connection,
         key: bytes,
@@ -86,12 +108,12 @@ class SchedulerClaims(SchedulerAnswers):
         a caller's transaction, as a savepoint, so a lost race for the session ends
         without aborting it). A newcomer's claim happens inside ``admit_session``.
         """
-        settings = self._settings
+        settings = self._running.settings
         cls = DownloadClass.by_rank(row["base_class"])
         # R-WIN-2: outside its windows a class takes at most its share of slots; with
         # none there is nothing to claim, with some the claims of the class take turns
         # and the statement counts them.
-        cap = self._class_gate().caps[cls.rank] if settings.class_windows else None
+        cap = self._running.class_gate().caps[cls.rank] if settings.class_windows else None
         if cap is not None and cap <= 0:
             return None
         try:
@@ -117,9 +139,9 @@ class SchedulerClaims(SchedulerAnswers):
                 await conn.execute(sql.ADVANCE_ROUND, rank, tag, 1.0 / settings.weights[rank], now)
         except asyncpg.UniqueViolationError:
             return None  # another process activated this session at the same moment
-        return self._remember_claim(key, claimed, row, now)
+        return self.remember_claim(key, claimed, row, now)
 
-    def _remember_claim(
+    def remember_claim(
         self, key: bytes, claimed: asyncpg.Record, session: asyncpg.Record, now: float
     ) -> Lease:
         """A slot this process just claimed: its wait is measured, its lease trusted.
@@ -129,11 +151,11 @@ class SchedulerClaims(SchedulerAnswers):
         """
         cls = DownloadClass.by_rank(session["base_class"])
         self._early.forget(key)
-        self._wait_histograms[cls.rank].observe(max(0.0, now - claimed["waiting_since"]))
+        self._meters.wait_histograms[cls.rank].observe(max(0.0, now - claimed["waiting_since"]))
         first_estimate = claimed["first_estimate"]
         estimated_at = claimed.get("first_estimate_at")
         if first_estimate is not None and estimated_at is not None:
-            self._estimates.score(estimated_at, first_estimate, now)
+            self._meters.estimates.score(estimated_at, first_estimate, now)
         return self._leases.remember(
             key,
             slot_no=claimed["slot_no"],
@@ -146,7 +168,7 @@ class SchedulerClaims(SchedulerAnswers):
             claimed=True,
         )
 
-    async def _order_key(
+    async def order_key(
         self,
         conn: asyncpg.Connection,
         rank: int,
@@ -156,16 +178,17 @@ class SchedulerClaims(SchedulerAnswers):
     ) -> float:
         """The session's place within its class under the current strategy: under
         ``ordered`` the round-robin turn for its arrival (``ROUND_TAG``, migration 0007)."""
-        settings = self._settings
+        settings = self._running.settings
         if settings.strategy is Strategy.SMALLEST_FIRST:
             return smallest_first_key(size, arrival, settings.aging_minutes * 60.0)
         tag = await conn.fetchval(sql.ROUND_TAG, rank, principal, arrival)
         return float(tag)
 
-    def _promote_at(self, rank: int, since: float) -> float | None:
+    def promote_at(self, rank: int, since: float) -> float | None:
         """When a session entering the queue in its base class ``rank`` ages, counting
         from ``since``: a newcomer's arrival (a ticket's old one too), or the moment a
         resumed or yielding session waits again (as in memory)."""
-        if not class_ages(self._settings.class_windows, rank):
+        settings = self._running.settings
+        if not class_ages(settings.class_windows, rank):
             return None  # a class with windows does not age (ADR 0021)
-        return promote_at(since, rank, rank, self._settings.aging_minutes * 60.0)
+        return promote_at(since, rank, rank, settings.aging_minutes * 60.0)
