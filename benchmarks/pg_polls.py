@@ -38,8 +38,8 @@ from typing import Any, Final, TypeVar
 import asyncpg
 
 from arkvory_sched import StoreUnavailableError, generate_key
+from arkvory_sched.policy import PLACE_BUCKET
 from arkvory_sched.postgres._boundary import DRIVER_ERRORS
-from arkvory_sched.postgres._leader import PLACE_BUCKET
 from arkvory_sched.postgres._migrate import apply_migrations
 from benchmarks._machine import load_average
 from benchmarks._pg_polls_node import NodePlan, Period, StepJob, StormJob, serve

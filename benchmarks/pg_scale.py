@@ -45,9 +45,9 @@ from arkvory_sched import (
     generate_key,
 )
 from arkvory_sched._session_keys import session_key
+from arkvory_sched.policy import PLACE_BUCKET
 from arkvory_sched.postgres import PostgresScheduler
 from arkvory_sched.postgres import _sql as sql
-from arkvory_sched.postgres._leader import PLACE_BUCKET
 from arkvory_sched.testing import FakeClock
 from benchmarks._machine import load_average
 from benchmarks._report import header, quantile, verdict, write_section

@@ -26,8 +26,8 @@ from arkvory_sched import (
     Strategy,
 )
 from arkvory_sched._session_keys import session_key
+from arkvory_sched.policy import PLACE_BUCKET, exact_head
 from arkvory_sched.postgres import PostgresScheduler
-from arkvory_sched.postgres._leader import PLACE_BUCKET, exact_head
 from arkvory_sched.postgres._migrate import _apply, load_migrations
 from arkvory_sched.postgres._sql import POSITION
 from arkvory_sched.testing import FakeClock

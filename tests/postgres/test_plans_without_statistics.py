@@ -36,9 +36,9 @@ from arkvory_sched import (
     Queued,
     SchedulerSettings,
 )
+from arkvory_sched.policy import PLACE_BUCKET
 from arkvory_sched.postgres import PostgresOptions, PostgresScheduler, _leader
 from arkvory_sched.postgres import _sql as sql
-from arkvory_sched.postgres._leader import PLACE_BUCKET
 from arkvory_sched.postgres._pool import light_reset, warm_connection
 from arkvory_sched.testing import FakeClock
 

@@ -4,7 +4,7 @@ trust rule and the exact head of a poll's place (the rules are tested in test_po
 from __future__ import annotations
 
 from arkvory_sched import DownloadClass
-from arkvory_sched.postgres._leader import PLACE_BUCKET, exact_head
+from arkvory_sched.policy import PLACE_BUCKET, exact_head
 from arkvory_sched.postgres._leases import LeaseCache
 
 MIB = 1024 * 1024

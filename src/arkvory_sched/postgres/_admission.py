@@ -9,14 +9,13 @@ does not answer is a ``503`` here, whatever the request was.
 
 from __future__ import annotations
 
-from .._classes import applied_class
 from .._clock import Clock
 from .._early_polls import EarlyPolls
 from .._exceptions import StoreUnavailableError
 from .._model import Decision, DownloadRequest, Queued, RejectReason
 from .._request_admission import PendingRequest, RequestAdmission, RequestTimer
 from .._session_keys import SessionKeys
-from ..policy import uses_sessions, validated_download_id
+from ..policy import plan_of
 from ._boundary import Connections
 from ._estimates import QueueSnapshots
 from ._leases import LeaseCache
@@ -71,26 +70,21 @@ class Admission:
                 # A further range of a session this process holds a trusted lease of (or,
                 # R-STRAT-4, an active session's request after a switch to shared): no
                 # round trip, and as little work as the in-memory fast path (ADR 0013).
-                # The lease was created for a validated id, and the key covers the id,
-                # so only a requested class is left to check (unknown → 400, as below).
-                settings = running.settings
+                # It looks its lease up before any plan: the plan of the session was made
+                # when it was admitted (its key covers the checked id), so only a
+                # requested class is left to check, by the same plan (unknown → 400).
                 if request.requested_class is not None:
-                    applied_class(
-                        settings.base_class_of(
-                            request.principal, request.principal_kind, request.base_class
-                        ),
-                        request.requested_class,
-                    )
+                    plan_of(running.settings.admission_rules, request)
                 if lease.in_flight < lease.share and (
-                    lease.in_flight < settings.ranges_per_session
+                    lease.in_flight < running.settings.ranges_per_session
                 ):
                     return self._ranges.grant(lease, request.effective_range)
                 return await self._ranges.admit(lease, request.effective_range)
-        download_id = validated_download_id(request.download_id)
-        settings = running.settings
-        base = settings.base_class_of(request.principal, request.principal_kind, request.base_class)
-        cls = applied_class(base, request.requested_class)
-        if not uses_sessions(settings.admission_rules, request.object_size):
+        # Decided once, by the policy, for every way below (R-CLIENT-6, R-CLASS-6,
+        # R-SESS-3): a malformed id or an unknown requested class is a 400 here.
+        plan = plan_of(running.settings.admission_rules, request)
+        cls = plan.download_class
+        if not plan.per_session:
             decision = self._requests.admit(request.principal, cls, request.effective_range)
             if isinstance(decision, PendingRequest):
                 return await self._requests.wait(
@@ -99,14 +93,14 @@ class Admission:
             return decision
         if key is None:
             key = self._keys.key(
-                request.principal, request.object_id, download_id, request.client_address
+                request.principal, request.object_id, plan.download_id, request.client_address
             )
         try:
-            if download_id is not None and not running.closed:
+            if plan.download_id is not None and not running.closed:
                 early = await self._early_answer(key, request.ticket)
                 if early is not None:
                     return early
-            return await self._sessions.admit(request, key, cls, download_id is not None)
+            return await self._sessions.admit(request, key, plan)
         except StoreUnavailableError as error:
             self._connections.trouble(error)
             return self._meters.reject(RejectReason.STORAGE_UNAVAILABLE, STORAGE_RETRY_AFTER, cls)

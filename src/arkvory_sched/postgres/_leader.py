@@ -35,7 +35,6 @@ from ..policy import (
     choose_victim,
     current_gate,
     estimate_rate,
-    exact_head,
     finish_table,
     finishing_soon,
     marking_budget,
@@ -49,7 +48,7 @@ from . import _sql as sql
 from . import _sql_tick as tick_sql
 from ._leader_aging import WindowView, entered_empty, promote_aged
 
-__all__ = ["PLACE_BUCKET", "LeaderOutcome", "QueueLeader", "exact_head"]
+__all__ = ["LeaderOutcome", "QueueLeader"]
 
 log = logging.getLogger("arkvory_sched.postgres")
 

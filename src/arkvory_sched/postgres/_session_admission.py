@@ -20,11 +20,13 @@ from .._model import (
 from ..policy import (
     NEWCOMER_CHECK_SECONDS,
     SHUTDOWN_RETRY_SECONDS,
+    RequestPlan,
     busy_retry_after,
     exact_head,
     no_show_at,
     passable_classes,
     smallest_first_key,
+    ticket_arrival,
 )
 from ..settings import Strategy
 from . import _sql as sql
@@ -75,12 +77,11 @@ class SessionAdmission:
         self._node = node
         self._lease_seconds = lease_seconds
 
-    async def admit(
-        self, request: DownloadRequest, key: bytes, cls: DownloadClass, has_id: bool
-    ) -> Decision:
-        """The answer to a request of the session ``key`` of class ``cls``: joined,
-        started, queued or refused, on one kept connection. Raises
+    async def admit(self, request: DownloadRequest, key: bytes, plan: RequestPlan) -> Decision:
+        """The answer to a request of the session ``key``, planned by the policy:
+        joined, started, queued or refused, on one kept connection. Raises
         :class:`StoreUnavailableError` when the database does not answer."""
+        cls = plan.download_class
         now = self._clock.monotonic()
         async with self._connections.kept() as conn:
             if self._running.closed:
@@ -96,7 +97,7 @@ class SessionAdmission:
                     stored_class = DownloadClass.by_rank(placed["base_class"])
                     return await self._answers.queued(conn, key, stored_class, now, placed=placed)
             try:
-                row = await self._admit_or_look_up(conn, request, key, cls, has_id, now)
+                row = await self._admit_or_look_up(conn, request, key, plan, now)
                 outcome = row["outcome"]
             except asyncpg.RaiseError as error:
                 # A concurrent admission took the last place between the function's
@@ -219,8 +220,7 @@ class SessionAdmission:
         conn: asyncpg.Connection,
         request: DownloadRequest,
         key: bytes,
-        cls: DownloadClass,
-        has_id: bool,
+        plan: RequestPlan,
         now: float,
     ) -> asyncpg.Record:
         """One round trip: the stored session, or a newcomer checked, inserted, placed.
@@ -230,14 +230,15 @@ class SessionAdmission:
         instead of ten round trips; a session that exists comes back as stored.
         """
         settings = self._running.settings
+        cls = plan.download_class
         now_ms = int(self._clock.wall() * 1000)  # tickets are wall time (R-RES-5)
-        arrival_ms = now_ms
         signer = self._keyring.signer
-        if signer is not None and request.ticket:
-            signed = signer.verify(request.ticket, key, now_ms)
-            if signed is not None and signed <= now_ms:
-                arrival_ms = signed
-        arrival = now - (now_ms - arrival_ms) / 1000.0  # the ticket's age in queue time
+        signed = (
+            signer.verify(request.ticket, key, now_ms)
+            if signer is not None and request.ticket
+            else None
+        )
+        arrival, arrival_ms = ticket_arrival(signed, now, now_ms)
         rank = cls.rank
         order_key = (
             smallest_first_key(request.object_size, arrival, settings.aging_minutes * 60.0)
@@ -246,7 +247,7 @@ class SessionAdmission:
         )
         check_at = now + NEWCOMER_CHECK_SECONDS
         # A class outside its windows takes no slot here: the function cannot count
-        # its slots, so a share outside them is left to _start_outside_window.
+        # its slots, so a share outside them is left to Claims.start_outside_window.
         # An open class's newcomer passes the waiters of the classes closed now.
         sessions = settings.sessions
         passable: tuple[int, ...] = ()
@@ -260,7 +261,7 @@ class SessionAdmission:
             key,
             request.principal,
             rank,
-            has_id,
+            plan.download_id is not None,
             request.object_size,
             arrival,
             arrival_ms,
@@ -280,7 +281,7 @@ class SessionAdmission:
             1.0 / settings.weights[rank],
             NEWCOMER_COUNT_CAP,
             request.object_id,  # for the principal's own downloads page (issue #19)
-            request.download_id if has_id else None,
+            plan.download_id,
             list(passable),
         )
 
