@@ -1,6 +1,7 @@
 """Exceptions of ``arkvory_sched``.
 
-The whole tree (every class is raised somewhere; a test checks both)::
+The whole tree (every class below the root is raised somewhere, the root itself never:
+a caller catches a name; tests check the drawing and both rules)::
 
     ArkvoryError                 root of everything this package raises
     ├── SettingsError            a setting cannot work (``field`` names it) — HTTP 400
@@ -17,7 +18,7 @@ connection, a timeout) to it at one boundary (``postgres._boundary``), with the 
 error as its ``__cause__``. ``MigrationError`` is raised by the PostgreSQL migration
 runner and also exported by ``arkvory_sched.postgres``. Every settings store raises the
 two settings-store errors, and each turns its driver's errors (asyncpg, sqlite3) into
-``SettingsUnavailableError`` at its boundary.
+``SettingsUnavailableError`` at its boundary. The operator API catches these by name.
 
 Nothing else leaves the package through its public API. The text parsers' own
 ``UnparsableError`` (a ``ValueError``, in ``settings._parsing``) is turned into a

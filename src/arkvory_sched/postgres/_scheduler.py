@@ -26,6 +26,7 @@ hands each what it uses, and passes each call of the port to the part whose job 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import socket
@@ -329,12 +330,11 @@ class PostgresScheduler(DownloadScheduler):
         """
         if not self._running.closed:
             await self.close()
-        try:
+        # Unreachable, the leadership and the heartbeat run out on their own.
+        with contextlib.suppress(StoreUnavailableError):
             async with self._connections.acquire() as conn:
                 await conn.execute(sql.RESIGN_LEADERSHIP, self._node)
                 await conn.execute(sql.LEAVE_FLEET, self._node)
-        except StoreUnavailableError:
-            pass  # the leadership and the heartbeat run out on their own
         self._leader.step_down()
         await self._connections.close()
 
