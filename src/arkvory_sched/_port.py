@@ -156,8 +156,8 @@ class DownloadScheduler(abc.ABC):
         Names nobody but ``principal`` and carries no session key or ticket, so a
         caller may show it to that principal. It must stay cheap: the principal's own
         sessions (at most ``queue_per_principal``) and one place per download shown,
-        never a count of the whole queue. Raises :class:`ArkvoryError` when the store
-        cannot be read (an empty answer would say "nothing queued", which is false).
+        never a count of the whole queue. Raises :class:`StoreUnavailableError` when the
+        store cannot be read (an empty answer would say "nothing queued", which is false).
         """
 
     async def start(self) -> None:

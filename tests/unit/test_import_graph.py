@@ -14,8 +14,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import pytest
-
 SOURCE = Path(__file__).resolve().parents[2] / "src"
 PACKAGES = ("arkvory_sched", "arkvory_client")
 
@@ -201,7 +199,6 @@ def test_no_store_imports_what_serves_it() -> None:
     assert upward == []
 
 
-@pytest.mark.xfail(reason="the stores' parts are being cut by job (issue #27)", strict=False)
 def test_no_module_takes_another_modules_private_name() -> None:
     """A name with a leading underscore belongs to its module: another module that needs
     it needs a public name or the code moved."""

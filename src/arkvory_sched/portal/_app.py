@@ -33,7 +33,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route, Router
 from starlette.types import Receive, Scope, Send
 
-from .._exceptions import ArkvoryError
+from .._exceptions import StoreUnavailableError
 from .._port import DownloadScheduler
 from ._document import own_downloads_document
 from ._problems import problem
@@ -132,7 +132,7 @@ class OwnDownloadsApp:
             return self._unauthenticated()
         try:
             mine = await self._scheduler.downloads_of(principal)
-        except ArkvoryError as error:
+        except StoreUnavailableError as error:
             return problem(
                 503,
                 "storage_unavailable",

@@ -31,7 +31,7 @@ from typing import Final, Protocol
 import anyio
 from anyio.abc import TaskStatus
 
-from .._exceptions import ArkvoryError
+from .._exceptions import SettingsError, SettingsUnavailableError, StoreUnavailableError
 from ._store import SettingsStore, apply_stored
 from ._values import SchedulerSettings
 
@@ -109,7 +109,12 @@ class SettingsKeeper:
                     return False
                 settings, problems = apply_stored(self._store.environment, stored.fields)
                 await self._scheduler.configure(settings)
-            except (ArkvoryError, OSError) as error:
+            except (
+                SettingsUnavailableError,
+                StoreUnavailableError,
+                SettingsError,
+                OSError,
+            ) as error:
                 self._failed(error)
                 return False
             except Exception as error:  # a driver error a store failed to translate
