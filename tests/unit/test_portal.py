@@ -19,13 +19,13 @@ from starlette.routing import Mount
 
 from arkvory_sched import (
     Admitted,
-    ArkvoryError,
     DownloadRequest,
     InMemoryDownloadScheduler,
     OwnDownloads,
     PrincipalKind,
     Queued,
     SchedulerSettings,
+    StoreUnavailableError,
 )
 from arkvory_sched.portal import CONTENT_SECURITY_POLICY, own_downloads_app
 from arkvory_sched.testing import FakeClock
@@ -184,7 +184,7 @@ async def test_an_async_identify_is_awaited_and_a_wrong_answer_is_refused(
 async def test_an_unreadable_store_is_503_not_an_empty_list() -> None:
     class Unreachable(InMemoryDownloadScheduler):
         async def downloads_of(self, principal: str, *, limit: int = 100) -> OwnDownloads:
-            raise ArkvoryError("the shared queue cannot be read right now")
+            raise StoreUnavailableError("the shared queue cannot be read right now")
 
     app = own_downloads_app(scheduler=Unreachable(), identify=lambda request: "ann")
     transport = httpx.ASGITransport(app=app)

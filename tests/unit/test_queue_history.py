@@ -8,7 +8,7 @@ from typing import cast
 import anyio
 import pytest
 
-from arkvory_sched import ArkvoryError, DownloadClass, DownloadScheduler
+from arkvory_sched import DownloadClass, DownloadScheduler, StoreUnavailableError
 from arkvory_sched.api import HISTORY_SAMPLE_SECONDS, HISTORY_SAMPLES, QueueHistory
 from arkvory_sched.api._history import history_document
 from arkvory_sched.testing import FakeClock
@@ -43,7 +43,7 @@ class _Queue:
 
     async def stats(self) -> _Stats:
         if self.failing:
-            raise ArkvoryError("the queue cannot be read")
+            raise StoreUnavailableError("the queue cannot be read")
         self.calls += 1
         return _Stats(
             {
