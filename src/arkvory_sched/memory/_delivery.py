@@ -76,6 +76,9 @@ class Delivery:
             counted = None
             sent = outcome.bytes_sent
         self._record_bytes(state, max(0, sent - state.progressed), now)
+        # Its bytes in flight leave with it: a delivered range counts them below, an
+        # interrupted response's are dropped (issue #28).
+        session.bytes_in_flight = max(0, session.bytes_in_flight - state.progressed)
         session.in_flight = max(0, session.in_flight - 1)
         if counted is None and not session.in_flight:
             # Cancelled or failed with nothing else in flight: hold the slot only as
@@ -110,7 +113,8 @@ class Delivery:
 
     def progress_per_request(self, state: GrantState[Session], nbytes: int) -> None:
         """:meth:`progress` for a place or range of ``admit_now`` (or any grant state)."""
-        if state.session is None:
+        session = state.session
+        if session is None:
             self._requests.progress_state(state, nbytes)
             return
         if nbytes <= 0 or state.token not in self._grants:
@@ -118,8 +122,10 @@ class Delivery:
         now = self._clock.monotonic()
         self._record_bytes(state, nbytes, now)
         state.progressed += nbytes
-        if state.session is not None:
-            state.session.last_activity = now
+        # Counted at once towards what the estimates, the queue state and the person's
+        # page see as sent (issue #28); the response's report replaces it.
+        session.bytes_in_flight += nbytes
+        session.last_activity = now
 
     def _record_bytes(self, state: GrantState[Session], nbytes: int, now: float) -> None:
         if nbytes <= 0:

@@ -47,12 +47,7 @@ def downloads_of(
 
 
 def _describe(answers: Answers, session: Session, now: float, wall: float) -> OwnDownload | None:
-    start = session.start_offset or 0
-    delivered = (
-        0
-        if session.delivered is None
-        else session.delivered.covered_bytes(start, session.object_size)
-    )
+    delivered = session.sent_bytes()  # with what responses still running sent
     position: int | None = None
     starts_at = earliest = latest = rate = None
     if session.state is WAITING:

@@ -58,12 +58,7 @@ def queue_state_of(table: SessionTable, stats: SchedulerStats, clock: Clock) -> 
 
 
 def _active_session(session: Session, left: int, now: float, wall: float) -> ActiveSession:
-    start = session.start_offset or 0
-    delivered = (
-        0
-        if session.delivered is None
-        else session.delivered.covered_bytes(start, session.object_size)
-    )
+    delivered = session.sent_bytes()  # with what responses still running sent
     held = max(0.0, now - session.slot_since)
     return ActiveSession(
         principal=session.principal.name,

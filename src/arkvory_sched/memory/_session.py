@@ -63,6 +63,7 @@ class Session:
         "arrival_wall_ms",
         "base_class",
         "blocked_by",
+        "bytes_in_flight",
         "check_at",
         "delivered",
         "download_id",
@@ -133,6 +134,9 @@ class Session:
         self.first_estimate_at = 0.0  # when first_estimate was announced
         self.slot_since = 0.0
         self.in_flight = 0
+        # What the responses still running have sent so far (their progress reports):
+        # no longer to send, though not yet a delivered range (issue #28).
+        self.bytes_in_flight = 0
         self.interrupted = False
         self.last_activity = arrival
         self.start_offset: int | None = None
@@ -161,12 +165,23 @@ class Session:
         return self.principal.active
 
     def remaining_bytes(self) -> int:
-        """Bytes still to deliver from the download's start to the last byte."""
+        """Bytes still to send from the download's start to the last byte: neither
+        delivered in a range nor sent by a response still running."""
         start = self.start_offset or 0
-        total = self.object_size - start
-        if self.delivered is None:
-            return total
-        return max(0, total - self.delivered.covered_bytes(start, self.object_size))
+        return max(0, self.object_size - start - self.sent_bytes())
+
+    def sent_bytes(self) -> int:
+        """Bytes sent from the download's start: its delivered ranges, and what its
+        responses still running have sent (issue #28), at most the download's length.
+
+        A response's bytes in flight become its delivered range when it ends, never both
+        at once; an interrupted response's are dropped (R-SESS-8 adds whole ranges only).
+        """
+        start = self.start_offset or 0
+        covered = (
+            0 if self.delivered is None else self.delivered.covered_bytes(start, self.object_size)
+        )
+        return min(self.object_size - start, covered + self.bytes_in_flight)
 
     def is_complete(self) -> bool:
         """Covered from the download's start to the last byte, nothing in flight (R-SESS-8)."""
