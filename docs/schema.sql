@@ -2,7 +2,7 @@
 -- `make schema` (python -m tests.schema_snapshot): do not edit. The migrations
 -- in migrations/ are the source; tests/postgres/test_schema_snapshot.py checks
 -- that this file equals a fresh migration. Migrations: 0001_queue to
--- 0013_open_newcomers_one_queue_index (13). The schema is named `arkvory` here;
+-- 0014_bytes_in_flight (14). The schema is named `arkvory` here;
 -- an installation may choose another (--schema).
 --
 -- PostgreSQL database dump
@@ -1037,6 +1037,9 @@ CREATE TABLE arkvory.range_share (
     lease_token bigint NOT NULL,
     node_id text NOT NULL,
     ranges integer NOT NULL,
+    in_flight_bytes bigint DEFAULT 0 NOT NULL,
+    in_flight_seq bigint DEFAULT 0 NOT NULL,
+    CONSTRAINT range_share_in_flight_bytes_check CHECK ((in_flight_bytes >= 0)),
     CONSTRAINT range_share_ranges_check CHECK ((ranges >= 0))
 );
 

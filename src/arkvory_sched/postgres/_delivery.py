@@ -3,10 +3,15 @@
 A range's record is one statement, fenced by its lease's token. A record a database
 outage kept from being written stays here (at most ``UNRECORDED_LIMIT``) and is written
 on a later tick, as safe late as prompt; meanwhile the session keeps its slot.
+
+The bytes a response still running has sent count too (issue #28, ADR 0033): kept per
+lease here as it reports progress, and written for all the process's leases in one
+statement at most every ``IN_FLIGHT_SECONDS`` of the tick, never per chunk.
 """
 
 from __future__ import annotations
 
+import time
 from collections import deque
 
 import asyncpg
@@ -25,13 +30,16 @@ from ..policy import sets_start
 from . import _sql as sql
 from ._boundary import Connections
 from ._estimates import QueueSnapshots
-from ._leases import Lease, LeaseCache, SessionGrant
+from ._leases import UNWRITTEN, Lease, LeaseCache, SessionGrant
 from ._meters import Meters
 from ._running import Running
 
-__all__ = ["UNRECORDED_LIMIT", "Delivery"]
+__all__ = ["IN_FLIGHT_SECONDS", "UNRECORDED_LIMIT", "Delivery"]
 
 UNRECORDED_LIMIT = 4096  # delivery records kept through an outage, then the oldest go
+# How often (queue seconds) a tick writes the bytes in flight of this process's leases:
+# one statement a second per process, one row per lease whose count moved (ADR 0033).
+IN_FLIGHT_SECONDS = 1.0
 
 
 class Delivery:
@@ -60,6 +68,11 @@ class Delivery:
         self._clock = clock
         self._node = node
         self._unrecorded: deque[tuple[Lease, ByteRange, float]] = deque(maxlen=UNRECORDED_LIMIT)
+        self._next_in_flight = -float("inf")
+        # Orders this process's writes of bytes in flight (``store_in_flight``); from
+        # the wall clock, so a restarted process reusing its node id writes past its
+        # predecessor's rows.
+        self._in_flight_seq = time.time_ns() // 1000
 
     async def report(self, grant: Grant, outcome: DeliveryOutcome) -> None:
         if grant.admission == "per-request":
@@ -70,6 +83,9 @@ class Delivery:
             return
         lease = state.lease
         lease.in_flight = max(0, lease.in_flight - 1)
+        # Its bytes in flight leave with it: a delivered range counts them from now on,
+        # an interrupted response's are dropped (issue #28).
+        lease.bytes_in_flight = max(0, lease.bytes_in_flight - state.progressed)
         now = self._clock.monotonic()
         counted = None
         if isinstance(outcome, Delivered):
@@ -86,6 +102,10 @@ class Delivery:
             async with self._connections.kept() as conn:
                 if give_back:
                     await self.give_back_ranges(conn, [(lease, give_back)])
+                if lease.bytes_written != lease.bytes_in_flight:
+                    # Before the record, so that its bytes are never counted twice:
+                    # for the moment between, they count as not yet sent, as before.
+                    await self.store_in_flight(conn, [lease])
                 if counted is None:
                     await self._record_interruption(conn, lease, now)
                 else:
@@ -116,6 +136,41 @@ class Delivery:
         )
         for lease, _ in shares:
             lease.unreturned = 0
+
+    async def write_in_flight(self, conn: asyncpg.Connection) -> None:
+        """The tick's write of bytes in flight: at most once every ``IN_FLIGHT_SECONDS``
+        of queue time, one statement for every lease whose count moved since."""
+        now = self._clock.monotonic()
+        if now < self._next_in_flight:
+            return
+        self._next_in_flight = now + IN_FLIGHT_SECONDS
+        unwritten = self._leases.unwritten()
+        if unwritten:
+            await self.store_in_flight(conn, unwritten)
+
+    async def store_in_flight(self, conn: asyncpg.Connection, leases: list[Lease]) -> None:
+        """Write the bytes in flight of ``leases`` to this process's range_share rows.
+
+        Each lease counts as written before the statement leaves, so that a response
+        ending meanwhile writes its lease again, later in the order; a failed write
+        leaves them unknown, to be written again by the next tick."""
+        counts = [lease.bytes_in_flight for lease in leases]
+        for lease, count in zip(leases, counts, strict=True):
+            lease.bytes_written = count
+        self._in_flight_seq += 1
+        try:
+            await conn.execute(
+                sql.STORE_IN_FLIGHT,
+                [lease.slot_no for lease in leases],
+                [lease.token for lease in leases],
+                counts,
+                self._node,
+                self._in_flight_seq,
+            )
+        except BaseException:
+            for lease in leases:
+                lease.bytes_written = UNWRITTEN
+            raise
 
     async def record_late_deliveries(self, conn: asyncpg.Connection) -> None:
         """Write delivery records a database outage kept from ``report``, oldest first."""
@@ -180,6 +235,7 @@ class Delivery:
             return
         self._record_bytes(state, nbytes)
         state.progressed += nbytes
+        state.lease.bytes_in_flight += nbytes  # written by the tick (ADR 0033)
 
     def _record_bytes(self, state: SessionGrant, nbytes: int) -> None:
         if nbytes <= 0:

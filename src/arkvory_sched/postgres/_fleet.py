@@ -115,6 +115,7 @@ class Fleet:
             async with self._connections.acquire() as conn:
                 await self._fleet_duties(conn)
                 await self._delivery.record_late_deliveries(conn)
+                await self._delivery.write_in_flight(conn)
                 if await self._leader.elect(conn):
                     now = self._clock.monotonic()
                     outcome = await self._leader.tick(

@@ -19,9 +19,10 @@ from dataclasses import dataclass
 from .._classes import DownloadClass
 from .._model import ByteRange
 
-__all__ = ["Lease", "LeaseCache", "SessionGrant"]
+__all__ = ["UNWRITTEN", "Lease", "LeaseCache", "SessionGrant"]
 
 SAFETY_MARGIN_SECONDS = 1.0
+UNWRITTEN = -1  # ``Lease.bytes_written`` when the row's count is not known
 
 
 @dataclass(slots=True)
@@ -46,6 +47,11 @@ class Lease:
     share: int = 0
     contended: bool = False
     unreturned: int = 0
+    # Issue #28 (ADR 0033): what the responses running here under this lease have sent
+    # (their progress), and what this process's range_share row holds of it as far as
+    # it knows (UNWRITTEN after a write that may not have arrived).
+    bytes_in_flight: int = 0
+    bytes_written: int = 0
 
 
 @dataclass(slots=True)
@@ -149,19 +155,27 @@ class LeaseCache:
             or (lease.share > lease.in_flight and (lease.contended or not lease.held))
         ]
 
+    def unwritten(self) -> list[Lease]:
+        """Leases whose bytes in flight differ from what this process last wrote."""
+        return [
+            lease for lease in self._leases.values() if lease.bytes_in_flight != lease.bytes_written
+        ]
+
     def in_flight_keys(self) -> list[bytes]:
         """Sessions with a response of this process in progress."""
         return [lease.key for lease in self._leases.values() if lease.in_flight]
 
     def drop_untrusted_idle(self) -> None:
-        """Forget leases no longer trusted, without responses in flight and without a
-        range share still to hand back (bounded size)."""
+        """Forget leases no longer trusted, without responses in flight, without a
+        range share still to hand back and without a count in flight still to write
+        (bounded size)."""
         now = self._now()
         stale = [
             key
             for key, lease in self._leases.items()
             if lease.trusted_until <= now
             and not (lease.in_flight or lease.share or lease.unreturned)
+            and lease.bytes_written == lease.bytes_in_flight
         ]
         for key in stale:
             del self._leases[key]

@@ -45,6 +45,7 @@ POSITION: Final = statement("position")
 RECORD_CHECK: Final = statement("record_check")
 RECORD_DELIVERY: Final = statement("record_delivery")
 RECORD_INTERRUPTION: Final = statement("record_interruption")
+STORE_IN_FLIGHT: Final = statement("store_in_flight")
 NOTE_RELEASE: Final = statement("note_release")
 TOUCH_SESSIONS: Final = statement("touch_sessions")
 

@@ -5,9 +5,10 @@
 
 -- name: queue_state_active
 -- The sessions holding a slot: who, in which base class, since when (fleet seconds),
--- and the bytes delivered from the download's start.
+-- and the bytes sent from the download's start, responses still running included.
 SELECT d.principal, d.base_class, d.slot_since, d.object_size, d.start_offset,
-       {covered_bytes} AS covered
+       least({covered_bytes} + {in_flight_bytes},
+             d.object_size - coalesce(d.start_offset, 0)) AS covered
 FROM download_slot AS s JOIN download_session AS d ON d.session_key = s.session_key
 
 -- name: queue_state_heads

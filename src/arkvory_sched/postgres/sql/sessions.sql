@@ -81,6 +81,17 @@ SELECT record_delivery($1, $2, $3, $4, $5, $6, $7, $8, $9)
 -- 'recorded' or 'completed', as record_delivery does.
 SELECT record_interruption($1, $2, $3, $4, $5)
 
+-- name: store_in_flight
+-- What this process's responses still running have sent under each lease ($1 slots,
+-- $2 tokens, $3 bytes), in its own range_share rows (issue #28, ADR 0033): one
+-- statement for all its leases about once a second, and one when a response that
+-- reported progress ends. Fenced by the token; $5 orders this process's writes, which
+-- leave on different connections, so an older write arriving late changes nothing.
+UPDATE range_share AS r SET in_flight_bytes = f.nbytes, in_flight_seq = $5
+FROM unnest($1::int[], $2::bigint[], $3::bigint[]) AS f(slot_no, lease_token, nbytes)
+WHERE r.slot_no = f.slot_no AND r.node_id = $4 AND r.lease_token = f.lease_token
+  AND r.in_flight_seq < $5
+
 -- name: note_release
 UPDATE queue_state SET last_release = $1
 

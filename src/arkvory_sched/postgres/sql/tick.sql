@@ -171,8 +171,10 @@ UPDATE download_session SET promote_at = NULL
 WHERE session_key = ANY($1::bytea[]) AND state = 0
 
 -- name: active_for_estimate
+-- `covered`: what is sent of the download, responses still running included (ADR 0033).
 SELECT d.base_class, d.principal, d.object_size, d.start_offset, d.yield_requested,
-       {covered_bytes} AS covered
+       least({covered_bytes} + {in_flight_bytes},
+             d.object_size - coalesce(d.start_offset, 0)) AS covered
 FROM download_slot AS s JOIN download_session AS d ON d.session_key = s.session_key
 
 -- name: fleet_seconds
@@ -246,3 +248,11 @@ WHERE d.session_key = m.session_key AND d.state = 0
 coalesce((SELECT sum(upper(r) - lower(r))
           FROM unnest(d.delivered * int8multirange(
               int8range(coalesce(d.start_offset, 0), d.object_size))) AS r), 0)::bigint
+
+-- fragment: in_flight_bytes
+-- What the responses still running have sent of the download holding slot `s` (issue
+-- #28, ADR 0033): every process's count under the slot's lease, which each writes about
+-- once a second and when such a response ends (store_in_flight). The delivered ranges
+-- hold a response's bytes only once it ended; its count is gone by then.
+coalesce((SELECT sum(f.in_flight_bytes) FROM range_share AS f
+          WHERE f.slot_no = s.slot_no AND f.lease_token = s.lease_token), 0)::bigint
