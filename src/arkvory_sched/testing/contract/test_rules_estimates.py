@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from arkvory_sched import Admitted, DownloadRequest, PrincipalKind, Queued
+from arkvory_sched import Admitted, Delivered, DownloadRequest, PrincipalKind, Queued
 from arkvory_sched.testing import FakeClock, MakeScheduler, contract_settings
 
 from ._requests import MIB, admitted, big, chunk, deliver, keep_polling, queued, serve_next
@@ -125,6 +125,34 @@ async def test_forecast_counts_active_and_waiting_bytes(
     assert stats.queue_empty_in_seconds == pytest.approx(expected, abs=1.0)
     await scheduler.tick()  # a scrape right after a tick says the same
     assert (await scheduler.stats()).queue_empty_in_seconds == pytest.approx(expected, abs=1.0)
+
+
+async def test_a_long_get_s_progress_moves_the_waiter_s_start_earlier(
+    make_scheduler: MakeScheduler, clock: FakeClock
+) -> None:
+    """R-EST-1 (issue #28): bytes in flight count. A plain GET (curl: one response, no
+    download id) holds the only slot for minutes; the bytes it has sent are no longer to
+    send, so a waiter's announced start moves earlier when the response reports them,
+    not only when it ends. A store may count them at a bounded cadence (PostgreSQL:
+    about a second, ADR 0033); the clock here moves past it before the waiter asks."""
+    rate = 128 * MIB  # the link's configured rate, which the GET keeps to
+    size = 100 * rate  # 100 s of it
+    scheduler = await make_scheduler(contract_settings(sessions=1, bandwidth=rate))
+    holder = await admitted(scheduler, big("curl", None, size=size))
+    clock.advance(48.5)
+    await scheduler.tick()
+    waiter = big("wget", None)  # no download id either: every poll is answered afresh
+    await queued(scheduler, waiter)
+    clock.advance(1.5)
+    await scheduler.tick()
+    before = await queued(scheduler, waiter)  # the whole download still to send: 100 s
+    await scheduler.progress(holder.grant, 50 * rate)  # its first 50 s, still running
+    clock.advance(1.5)
+    await scheduler.tick()
+    after = await queued(scheduler, waiter)
+    # Half of it sent: the slot frees 50 s sooner, less the 1.5 s that passed.
+    assert after.starts_at < before.starts_at - 30.0
+    await scheduler.report(holder.grant, Delivered(None))
 
 
 @pytest.mark.parametrize("jump", [3600.0, -3600.0], ids=["forward", "backward"])
