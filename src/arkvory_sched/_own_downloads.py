@@ -52,8 +52,9 @@ class OwnDownload:
     unless the download waits. ``since`` is when it entered its state (wall time):
     when it started waiting, got its slot, or paused.
 
-    ``bytes_delivered`` counts the bytes delivered from the download's start (a resumed
-    download starts at its saved prefix), ``bytes_remaining`` what is left to the last
+    ``bytes_delivered`` counts the bytes sent from the download's start (a resumed
+    download starts at its saved prefix), those of its responses still running
+    included (ADR 0033), ``bytes_remaining`` what is left to the last
     byte of the object; ``rate`` is bytes per second since it got its slot, ``None``
     unless it is active. ``download_id`` is the client's own ``Arkvory-Download-Id``
     (``None`` for a tool that sends none).

@@ -99,7 +99,10 @@ class DownloadScheduler(abc.ABC):
         """Tell the scheduler that ``nbytes`` more bytes of a granted response were sent.
 
         Optional for callers; it keeps the delivery-rate measurement and the idle timer
-        honest during long responses. Never blocks on I/O for the in-memory scheduler.
+        honest during long responses, and the bytes it reports count as sent for the
+        session's remaining bytes (estimates, queue state, own downloads) until the
+        response's report replaces them (ADR 0033). Never blocks on I/O for the
+        in-memory scheduler.
         """
 
     @abc.abstractmethod

@@ -27,7 +27,8 @@ __all__ = ["ActiveSession", "ClassQueue", "QueueState"]
 @dataclass(frozen=True, slots=True)
 class ActiveSession:
     """One session holding a slot. ``since`` is wall-clock epoch seconds (when it got
-    the slot); ``rate`` is its bytes delivered over the time it has held the slot."""
+    the slot); ``bytes_delivered`` counts what its responses still running have sent
+    too (ADR 0033); ``rate`` is its bytes delivered over the time it has held the slot."""
 
     principal: str
     download_class: DownloadClass
