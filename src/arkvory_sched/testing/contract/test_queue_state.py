@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from arkvory_sched import Delivered, DownloadClass, PrincipalKind
+from arkvory_sched import Delivered, DownloadClass, Interrupted, PrincipalKind
 from arkvory_sched.testing import FakeClock, MakeScheduler, contract_settings
 
 from ._requests import BIG, MIB, RANGE, admitted, big, chunk, deliver, queued
@@ -78,6 +78,35 @@ async def test_active_sessions_show_principal_class_progress_and_rate(
     after = await scheduler.queue_state()
     assert [s.principal for s in after.active_sessions] == ["ci-bot"]
     assert after.per_class[DownloadClass.INTERACTIVE].remaining_bytes == 0
+
+
+async def test_bytes_in_flight_show_while_a_response_runs_and_count_once_when_it_ends(
+    make_scheduler: MakeScheduler, clock: FakeClock
+) -> None:
+    """Issue #28 (ADR 0033): what a running response has sent shows as delivered (a
+    store may take about a second, which the clock passes); when the response ends its
+    range replaces it, never adds to it, and an interrupted response's bytes go."""
+    scheduler = await make_scheduler(contract_settings(sessions=1))
+
+    async def holder_bytes() -> tuple[int, int]:
+        (holder,) = (await scheduler.queue_state()).active_sessions
+        return holder.bytes_delivered, holder.bytes_remaining
+
+    first = await admitted(scheduler, big("ci-bot", "dl-1", byte_range=chunk(0)))
+    await scheduler.progress(first.grant, 3 * MIB)
+    clock.advance(1.5)
+    await scheduler.tick()
+    assert await holder_bytes() == (3 * MIB, BIG - 3 * MIB)
+    await scheduler.report(first.grant, Delivered(chunk(0)))
+    assert await holder_bytes() == (RANGE, BIG - RANGE)
+
+    second = await admitted(scheduler, big("ci-bot", "dl-1", byte_range=chunk(1)))
+    await scheduler.progress(second.grant, 5 * MIB)
+    clock.advance(1.5)
+    await scheduler.tick()
+    assert await holder_bytes() == (RANGE + 5 * MIB, BIG - RANGE - 5 * MIB)
+    await scheduler.report(second.grant, Interrupted(5 * MIB))
+    assert await holder_bytes() == (RANGE, BIG - RANGE)
 
 
 async def test_a_head_at_its_share_while_a_contender_waits_is_reported(
