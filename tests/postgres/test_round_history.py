@@ -20,11 +20,10 @@ import pytest
 from arkvory_sched import DownloadClass, SchedulerSettings
 from arkvory_sched.memory._fairqueue import FairQueue
 from arkvory_sched.memory._session import PrincipalRecord, Session
-from arkvory_sched.policy import ROUND_HISTORY_SECONDS
+from arkvory_sched.policy import ROUND_HISTORY_SECONDS, Strategy
 from arkvory_sched.postgres import _sql as sql
 from arkvory_sched.postgres import _sql_tick as tick_sql
 from arkvory_sched.postgres._leader_aging import promote_aged
-from arkvory_sched.settings._values import Strategy
 from tests.postgres._helpers import SIZE
 from tests.postgres.test_one_round_trip import admit
 

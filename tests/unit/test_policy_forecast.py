@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 import pytest
 
 from arkvory_sched.policy import (
+    ClassSchedule,
     ClassWork,
     Stall,
     StallReason,
@@ -18,7 +19,6 @@ from arkvory_sched.policy import (
     parse_windows,
     stall_reason,
 )
-from arkvory_sched.settings._structured import ClassSchedule
 
 MB = 1_000_000
 # Monday 2026-06-01 12:00 UTC.

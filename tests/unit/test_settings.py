@@ -18,12 +18,11 @@ from hypothesis import strategies as st
 
 from arkvory_sched._classes import DownloadClass
 from arkvory_sched._exceptions import ConfigurationError, SettingsError
-from arkvory_sched.policy import ClassWindow
+from arkvory_sched.policy import ClassSchedule, ClassWindow, Strategy
 from arkvory_sched.settings._env import configuration_table
 from arkvory_sched.settings._fields import FIELDS, SettingField
 from arkvory_sched.settings._parsing import UnparsableError, parse_rate, parse_size
-from arkvory_sched.settings._structured import ClassSchedule
-from arkvory_sched.settings._values import MIB, OPERATOR_FIELDS, SchedulerSettings, Strategy
+from arkvory_sched.settings._values import MIB, OPERATOR_FIELDS, SchedulerSettings
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "configuration.md"

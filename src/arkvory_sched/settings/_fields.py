@@ -58,7 +58,6 @@ __all__ = [
     "Check",
     "Scope",
     "SettingField",
-    "Strategy",
     "derived_per_principal",
     "derived_reserve",
     "show_value",

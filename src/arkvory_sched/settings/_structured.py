@@ -30,8 +30,6 @@ from ..policy import WEEKDAYS, ClassSchedule, ClassSchedules, parse_windows
 from ._parsing import UnparsableError
 
 __all__ = [
-    "ClassSchedule",
-    "ClassSchedules",
     "PrincipalClasses",
     "check_class_windows",
     "check_principal_classes",

@@ -35,7 +35,7 @@ from typing import cast
 
 from .._classes import DownloadClass, PrincipalKind
 from .._exceptions import SettingsError
-from ..policy import AdmissionRules, ClassSchedule, ClassSchedules, base_class_of
+from ..policy import AdmissionRules, ClassSchedule, ClassSchedules, Strategy, base_class_of
 from ._env import read_environment
 from ._fields import (
     DERIVABLE,
@@ -45,13 +45,12 @@ from ._fields import (
     MIB,
     OPERATOR_FIELDS,
     Scope,
-    Strategy,
     derived_per_principal,
     derived_reserve,
 )
 from ._structured import PrincipalClasses
 
-__all__ = ["MIB", "OPERATOR_FIELDS", "SchedulerSettings", "Strategy"]
+__all__ = ["MIB", "OPERATOR_FIELDS", "SchedulerSettings"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, init=False)
