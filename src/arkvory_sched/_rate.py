@@ -10,6 +10,14 @@ seconds (ADR 0028). Bytes are booked when a response reports, spread over its sp
 single seconds scatter a few per cent around what the link carried; the busiest of
 sixty such seconds read a saturated 40 MiB/s link as up to 45.6 and every estimate
 came that much early. Five seconds together lose or gain only what crossed their edges.
+
+A reading counts only when it says something about the link (issue #28, ADR 0034):
+
+* it comes from a run of at least :data:`MIN_RUN_SECONDS` busy seconds, so that one
+  tiny read (a 1 KiB range in an otherwise idle minute) is not read as a 1 KiB/s link;
+* the store may pass which seconds had the slots busy (:class:`BusySeconds`): a second
+  in which nobody waited and a slot was free says what the clients took, not what the
+  link can carry, and is read as idle.
 """
 
 from __future__ import annotations
@@ -17,13 +25,26 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-__all__ = ["DEFAULT_SPAN_SECONDS", "DEFAULT_WINDOW_SECONDS", "PeakRateMeter", "peak_of_means"]
+__all__ = [
+    "DEFAULT_SPAN_SECONDS",
+    "DEFAULT_WINDOW_SECONDS",
+    "MIN_RUN_SECONDS",
+    "BusySeconds",
+    "PeakRateMeter",
+    "masked",
+    "peak_of_means",
+]
 
 DEFAULT_WINDOW_SECONDS = 60
 DEFAULT_SPAN_SECONDS = 5
+MIN_RUN_SECONDS = 3
+"""The shortest run of busy seconds that is read at all: its first and last second are
+partial, so three is the least that leaves one whole second in between."""
 
 
-def peak_of_means(seconds: Sequence[float], span: int = DEFAULT_SPAN_SECONDS) -> float:
+def peak_of_means(
+    seconds: Sequence[float], span: int = DEFAULT_SPAN_SECONDS, min_run: int = 1
+) -> float:
     """The highest mean of ``span`` consecutive busy entries of ``seconds`` (bytes per
     second, in order, 0.0 for an idle second).
 
@@ -32,7 +53,9 @@ def peak_of_means(seconds: Sequence[float], span: int = DEFAULT_SPAN_SECONDS) ->
     keeps reading so until its last second leaves the window. The first and last
     second of a run are partial (delivery began or ended within them), so a run of
     three or more is read without them, and a shorter one by its busiest second, as a
-    span of one reads every run.
+    span of one reads every run. A run shorter than ``min_run`` is not read at all:
+    the estimates pass :data:`MIN_RUN_SECONDS`, since a few reads scattered in a quiet
+    minute say nothing about the link.
 
     One function for one process's meter and for the fleet's summed seconds on
     PostgreSQL, so both stores read the same rate from the same bytes.
@@ -46,7 +69,8 @@ def peak_of_means(seconds: Sequence[float], span: int = DEFAULT_SPAN_SECONDS) ->
             run.append(nbytes)
             continue
         if run:
-            best = max(best, _busiest_mean(run, span))
+            if len(run) >= min_run:
+                best = max(best, _busiest_mean(run, span))
             run = []
     return best
 
@@ -62,6 +86,49 @@ def _busiest_mean(run: list[float], span: int) -> float:
         total += inner[i] - inner[i - span]
         best = max(best, total)
     return best / span
+
+
+def masked(seconds: Sequence[float], busy: Sequence[bool]) -> list[float]:
+    """``seconds`` with every second that was not busy read as idle (0.0)."""
+    return [nbytes if flag else 0.0 for nbytes, flag in zip(seconds, busy, strict=True)]
+
+
+class BusySeconds:
+    """Which seconds of queue time had the slots busy: someone waited, or every slot
+    was held (issue #28, ADR 0034).
+
+    The store notes what it sees at each tick. A tick sees one instant, and ticks come
+    every half second or so, so a second between two busy ticks counts as busy too;
+    a second after a quiet tick counts only once a later tick saw it busy. Memory is
+    fixed: a ring of the window's seconds, as in :class:`PeakRateMeter`.
+    """
+
+    __slots__ = ("_last_busy", "_ring", "_seconds")
+
+    def __init__(self, window_seconds: int = DEFAULT_WINDOW_SECONDS) -> None:
+        if window_seconds < 1:
+            raise ValueError(f"window_seconds must be at least 1, got {window_seconds}")
+        self._ring = window_seconds + 1
+        self._seconds: list[int] = [slot - self._ring for slot in range(self._ring)]
+        self._last_busy: int | None = None
+
+    def note(self, now: float, busy: bool) -> None:
+        """What a tick at ``now`` saw: the slots ``busy`` or not."""
+        if not math.isfinite(now):
+            raise ValueError(f"now must be finite, got {now!r}")
+        second = math.floor(now)
+        if not busy:
+            self._last_busy = None
+            return
+        first = second if self._last_busy is None else max(self._last_busy, second - self._ring)
+        for marked in range(first, second + 1):
+            self._seconds[marked % self._ring] = marked
+        self._last_busy = second
+
+    def flags(self, first: int, count: int) -> list[bool]:
+        """For each second ``first .. first + count - 1``: whether it was busy."""
+        ring, seconds = self._ring, self._seconds
+        return [seconds[second % ring] == second for second in range(first, first + count)]
 
 
 class PeakRateMeter:
@@ -194,14 +261,21 @@ class PeakRateMeter:
             found.append(self._bytes[slot] if self._seconds[slot] == second else 0.0)
         return first, found
 
-    def peak(self, now: float) -> float:
+    def peak(self, now: float, busy: BusySeconds | None = None) -> float:
         """The busiest ``span_seconds`` of the window ending at ``now``, in bytes per
-        second; 0.0 if nothing was delivered in it."""
+        second; 0.0 if nothing was delivered in it. With ``busy`` the reading is the
+        one estimates use: only the seconds it says were busy are read (the others as
+        idle), and only runs of :data:`MIN_RUN_SECONDS` or more."""
         if not math.isfinite(now):
             raise ValueError(f"now must be finite, got {now!r}")
         second = math.floor(now)
         if second != self._peak_second:
-            self._peak = peak_of_means(self.complete_seconds(now)[1], self._span)
+            first, seconds = self.complete_seconds(now)
+            min_run = 1
+            if busy is not None:
+                seconds = masked(seconds, busy.flags(first, len(seconds)))
+                min_run = MIN_RUN_SECONDS
+            self._peak = peak_of_means(seconds, self._span, min_run)
             self._peak_second = second
         return self._peak
 

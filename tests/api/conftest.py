@@ -56,7 +56,9 @@ STAFF: Final[Mapping[str, Identity]] = {
 
 #: The environment of the server: eight slots, so the derived reserve is 1 and the
 #: derived share 2 (R-SET-2 has something to lower).
-ENVIRONMENT: Final = SchedulerSettings(sessions=8)
+# The link's rate configured, as an operator should (ADR 0034): the forecasts and
+# estimates the API shows rest on it from the first answer.
+ENVIRONMENT: Final = SchedulerSettings(sessions=8, bandwidth=40_000_000)
 
 StoreFactory = Callable[[SchedulerSettings], SettingsStore]
 

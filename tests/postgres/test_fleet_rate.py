@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncpg
 import pytest
 
-from arkvory_sched import Admitted, Grant
+from arkvory_sched import Admitted, Grant, Queued
 from arkvory_sched._rate import peak_of_means
 from arkvory_sched.postgres import PostgresScheduler
 from arkvory_sched.testing import FakeClock
@@ -38,10 +38,16 @@ async def _taking_turns(
         decision = await scheduler.admit(download(f"agent-{n}", f"dl-{n}"))
         assert isinstance(decision, Admitted), decision
         grants.append(decision.grant)
+    # Someone waits throughout: the slots are busy, so every second is read (ADR 0034).
+    assert isinstance(await fleet[0].admit(download("agent-waiting", "dl-w")), Queued)
     for second in range(seconds):
         turn = second % PROCESSES
         # One byte closes the process's idle gap, so the rest lands in this second alone.
         await fleet[turn].progress(grants[turn], 1)
+        # Every process ticks, as a running fleet does: the leader notes the slots busy
+        # (every one held), and only busy seconds are read into the rate (ADR 0034).
+        for scheduler in fleet:
+            await scheduler.tick()
         clock.advance(1.0)
         await fleet[turn].progress(grants[turn], RATE - 1)
     return fleet, grants
@@ -84,11 +90,15 @@ async def test_the_stored_fleet_rate_is_the_peak_of_the_summed_seconds(
     # Two processes deliver in the same second: the fleet's busiest second, 1.5 RATE.
     for scheduler, grant in zip(fleet[:2], grants[:2], strict=True):
         await scheduler.progress(grant, 1)
+    for scheduler in fleet:
+        await scheduler.tick()
     clock.advance(1.0)
     await fleet[0].progress(grants[0], RATE - 1)
     await fleet[1].progress(grants[1], RATE // 2 - 1)
     # And one more second of the link, so that second is not the run's last (partial).
     await fleet[2].progress(grants[2], 1)
+    for scheduler in fleet:
+        await scheduler.tick()
     clock.advance(1.0)
     await fleet[2].progress(grants[2], RATE - 1)
     clock.advance(0.5)

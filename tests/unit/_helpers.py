@@ -241,3 +241,16 @@ def key_of(request: DownloadRequest) -> bytes:
 
 def assert_clean(core: SchedulerCore) -> None:
     assert core.debug_invariants() == []
+
+
+class SteppingClock:
+    """The observer's clock: each reading ``step`` seconds after the one before, so
+    that the response's pace is fixed by the test, not by the machine."""
+
+    def __init__(self, step: float) -> None:
+        self.step = step
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        self.now += self.step
+        return self.now

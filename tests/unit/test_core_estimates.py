@@ -27,7 +27,7 @@ from ._helpers import (
     wait_in_queue,
 )
 
-FALLBACK = 100 * MIB  # the rate assumed before anything was measured
+RATE = 100 * MIB  # the link rate configured where a test needs a known one
 
 
 def _wait(answer: Queued, clock: FakeClock) -> float:
@@ -39,7 +39,9 @@ def _delay(answer: Queued, clock: FakeClock) -> float:
 
 
 def _head_behind(holder_size: int, **settings: Any) -> tuple[SchedulerCore, FakeClock, Queued]:
-    """One slot held by a download of ``holder_size``; one waiter asks twice (no tick)."""
+    """One slot held by a download of ``holder_size``; one waiter asks twice (no tick).
+    The link rate is configured (:data:`RATE`) unless ``settings`` say otherwise."""
+    settings.setdefault("bandwidth", RATE)
     core, clock = make_core(sessions=1, **settings)
     start(core, req("holder", size=holder_size, download_id=None))
     waiter = req("waiter")
@@ -76,7 +78,7 @@ def test_position_is_known_from_the_second_answer() -> None:
 def test_check_at_halfway_between_two_seconds_and_five_minutes() -> None:
     _, clock, answer = _head_behind(20 * GIB)
     wait = _wait(answer, clock)
-    assert wait == pytest.approx(20 * GIB / FALLBACK - 1, abs=1.5)
+    assert wait == pytest.approx(20 * GIB / RATE - 1, abs=1.5)
     assert 0.4 * wait <= _delay(answer, clock) <= 0.6 * wait
     assert 2 <= _delay(answer, clock) <= 300
 
@@ -90,7 +92,7 @@ def test_check_at_never_later_than_five_minutes() -> None:
 
 
 def test_long_waiters_do_not_all_poll_at_the_cap() -> None:
-    core, clock = make_core(sessions=1)
+    core, clock = make_core(sessions=1, bandwidth=RATE)
     start(core, req("holder", size=200 * GIB, download_id=None))
     waiters = [req("waiter", download_id=f"dl-{index}") for index in range(8)]
     for waiter in waiters:
@@ -102,7 +104,7 @@ def test_long_waiters_do_not_all_poll_at_the_cap() -> None:
 
 
 def test_check_at_not_sooner_than_two_seconds_behind_the_head() -> None:
-    core, clock = make_core(sessions=1)
+    core, clock = make_core(sessions=1, bandwidth=RATE)
     start(core, req("holder", size=32 * MIB, download_id=None))
     first, second = req("first", size=32 * MIB), req("second", size=32 * MIB)
     wait_in_queue(core, first)
@@ -139,7 +141,7 @@ def test_marked_waiter_is_told_to_come_at_once() -> None:
 def test_jitter_spreads_polls_per_ticket() -> None:
     ratios = set()
     for i in range(40):
-        core, clock = make_core(sessions=1)
+        core, clock = make_core(sessions=1, bandwidth=RATE)
         start(core, req("holder", size=20 * GIB, download_id=None))
         waiter = req(f"client-{i}")
         wait_in_queue(core, waiter)
@@ -161,9 +163,11 @@ def test_retry_after_is_whole_seconds_up_to_check_at() -> None:
 def test_estimate_uses_peak_rate_not_mean() -> None:
     core, clock = make_core(sessions=1)
     grant = start(core, req("holder", size=10 * GIB, download_id=None))
+    core.tick()  # every slot held: the seconds are busy and their bytes read (ADR 0034)
     for _ in range(5):  # five busy seconds (the rate is the busiest five-second mean) …
         clock.advance(1)
         core.progress(grant, 400 * MIB)
+        core.tick()
     clock.advance(30)  # … then a quiet half minute
     waiter = req("waiter")
     wait_in_queue(core, waiter)
@@ -192,9 +196,11 @@ def test_rate_is_divided_among_running_downloads() -> None:
     core, clock = make_core(sessions=2)
     grant = start(core, req("a", size=10 * GIB, download_id=None))
     start(core, req("b", size=10 * GIB, download_id=None))
+    core.tick()
     for _ in range(5):
         clock.advance(1)
         core.progress(grant, 400 * MIB)
+        core.tick()
     clock.advance(1)
     waiter = req("waiter")
     wait_in_queue(core, waiter)
@@ -221,7 +227,7 @@ def test_estimate_counts_only_remaining_bytes_of_active_sessions() -> None:
 
 
 def test_later_positions_start_later() -> None:
-    core, _ = make_core(sessions=1)
+    core, _ = make_core(sessions=1, bandwidth=RATE)
     start(core, req("holder", size=10 * GIB, download_id=None))
     waiters = [req(f"w{i}", size=10 * GIB) for i in range(4)]
     for waiter in waiters:
@@ -230,7 +236,7 @@ def test_later_positions_start_later() -> None:
     assert [answer.position for answer in answers] == [1, 2, 3, 4]
     starts = [answer.starts_at for answer in answers]
     assert starts == sorted(starts)
-    assert starts[3] - starts[0] == pytest.approx(3 * 10 * GIB / FALLBACK, rel=0.05)
+    assert starts[3] - starts[0] == pytest.approx(3 * 10 * GIB / RATE, rel=0.05)
 
 
 def test_interval_contains_the_point_estimate() -> None:
@@ -253,7 +259,7 @@ def test_starts_at_is_wall_time() -> None:
 
 
 def test_estimate_accounts_for_the_interactive_reserve() -> None:
-    core, clock = make_core(sessions=4, reserve=1)
+    core, clock = make_core(sessions=4, reserve=1, bandwidth=RATE)
     for i in range(3):
         start(core, req(f"updater{i}", size=10 * GIB, download_id=None))
     updater = req("updater3")
@@ -263,7 +269,7 @@ def test_estimate_accounts_for_the_interactive_reserve() -> None:
     # The free slot is the reserve: an update starts only when another update ends
     # (three share the rate), so it must not be told "now" and poll every second.
     answer = queued(ask(core, updater))
-    assert _wait(answer, clock) == pytest.approx(3 * 10 * GIB / FALLBACK, abs=2.0)
+    assert _wait(answer, clock) == pytest.approx(3 * 10 * GIB / RATE, abs=2.0)
     assert answer.retry_after > 2
     person = req("person", kind=PrincipalKind.PERSON)
     wait_in_queue(core, person)
@@ -274,7 +280,7 @@ def test_estimate_accounts_for_the_interactive_reserve() -> None:
 
 
 def test_estimate_for_an_update_uses_a_free_unreserved_slot() -> None:
-    core, clock = make_core(sessions=4, reserve=1)
+    core, clock = make_core(sessions=4, reserve=1, bandwidth=RATE)
     for i in range(3):
         start(core, req(f"p{i}", size=10 * GIB, download_id=None, kind=PrincipalKind.PERSON))
     start(core, req("updater0", size=10 * GIB, download_id=None))
@@ -282,17 +288,17 @@ def test_estimate_for_an_update_uses_a_free_unreserved_slot() -> None:
     wait_in_queue(core, updater)
     answer = queued(ask(core, updater))
     # Any of the four slots may go to it (three updates are allowed): the first to end.
-    assert _wait(answer, clock) == pytest.approx(4 * 10 * GIB / FALLBACK, abs=2.0)
+    assert _wait(answer, clock) == pytest.approx(4 * 10 * GIB / RATE, abs=2.0)
 
 
 def test_estimate_for_interactive_counts_every_slot() -> None:
-    core, clock = make_core(sessions=4, reserve=1)
+    core, clock = make_core(sessions=4, reserve=1, bandwidth=RATE)
     for i in range(4):
         start(core, req(f"p{i}", size=10 * GIB, download_id=None, kind=PrincipalKind.PERSON))
     person = req("person", kind=PrincipalKind.PERSON)
     wait_in_queue(core, person)
     answer = queued(ask(core, person))
-    assert _wait(answer, clock) == pytest.approx(4 * 10 * GIB / FALLBACK, abs=2.0)
+    assert _wait(answer, clock) == pytest.approx(4 * 10 * GIB / RATE, abs=2.0)
 
 
 # --- R-EST-4: accuracy is measured -------------------------------------------------------------

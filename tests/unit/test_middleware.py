@@ -64,6 +64,8 @@ from arkvory_sched.asgi._ranges import Satisfiable, Unsatisfiable, content_range
 from arkvory_sched.memory._core import SchedulerCore
 from arkvory_sched.testing import FakeClock
 
+from ._helpers import SteppingClock
+
 MIB = 1024 * 1024
 CHUNK = MIB  # the test apps stream bodies in 1 MiB messages
 RANGE = 8 * MIB  # the SDK's range size
@@ -1099,15 +1101,23 @@ async def _ranges_ending_on_their_last_chunk(scope: Scope, receive: Any, send: A
 
 @pytest.mark.anyio
 @pytest.mark.parametrize(
-    ("length", "expected"),
-    [(8 * MIB, []), (32 * MIB, [16 * MIB]), (40 * MIB, [16 * MIB, 16 * MIB])],
-    ids=["an-8-MiB-range", "ends-at-32-MiB", "40-MiB"],
+    ("length", "step", "expected"),
+    [
+        (40 * MIB, 0.01, []),
+        (8 * MIB, 0.5, [3 * MIB, 2 * MIB, 2 * MIB]),
+        (32 * MIB, 0.5, [3 * MIB] + [2 * MIB] * 14),
+        (40 * MIB, 0.5, [3 * MIB] + [2 * MIB] * 18),
+    ],
+    ids=["within-a-second", "an-8-MiB-range-at-2-MiB-per-second", "ends-at-32-MiB", "40-MiB"],
 )
-async def test_progress_every_16_mib_and_the_rest_with_the_outcome(
-    length: int, expected: list[int]
+async def test_progress_once_a_second_and_the_rest_with_the_outcome(
+    length: int, step: float, expected: list[int], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Progress goes out every 16 MiB while the body streams; the body's last message
+    """Progress goes out at most once a second while the body streams, looked at once per
+    MiB (the first MiB starts the clock): here a MiB every half second. A response
+    that ends within a second reports only its outcome; the body's last message
     reports nothing itself: the outcome right after it counts the rest, once."""
+    monkeypatch.setattr("arkvory_sched.asgi._observer.monotonic", SteppingClock(step))
     harness = build("starlette")
     harness.middleware.app = _ranges_ending_on_their_last_chunk
     async with harness.client() as client:

@@ -67,6 +67,8 @@ from tests.unit.test_middleware import (
     scheduler_settings,
 )
 
+from ._helpers import SteppingClock
+
 MEDIUM = random.Random(11).randbytes(6 * MIB)  # below the session threshold
 CLASS_HEADER = "arkvory-download-class"
 TICKET_KEY = generate_key()  # both sides sign alike: a ticket of one is good on the other
@@ -279,9 +281,13 @@ async def test_small_object_answers_and_counts_alike(headers: dict[str, str]) ->
 
 
 @pytest.mark.anyio
-async def test_progress_on_the_fast_path_counts_each_byte_once() -> None:
-    """``big`` (40 MiB) goes per request under a raised threshold: its whole body reports
-    progress twice (at 16 and 32 MiB) and its outcome the rest; a 20 MiB range once."""
+async def test_progress_on_the_fast_path_counts_each_byte_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``big`` (40 MiB) goes per request under a raised threshold: streamed at a MiB per
+    half second, its whole body reports progress 19 times (once a second from the third
+    MiB on) and its outcome the rest; a 20 MiB range 9 times."""
+    monkeypatch.setattr("arkvory_sched.asgi._observer.monotonic", SteppingClock(0.5))
 
     async def scenario(side: Side) -> list[Any]:
         whole = await get(side, "big")
@@ -290,7 +296,7 @@ async def test_progress_on_the_fast_path_counts_each_byte_once() -> None:
 
     fast, _ = await both(scenario, session_min_bytes=2 * len(BIG))
     assert isinstance(fast.scheduler, CountingFast)
-    assert (fast.scheduler.taken, fast.scheduler.progressed) == (2, 3)
+    assert (fast.scheduler.taken, fast.scheduler.progressed) == (2, 28)
     delivered = fast.core.stats().per_class[DownloadClass.RELEASE].bytes_delivered
     assert delivered == len(BIG) + 20 * MIB
 

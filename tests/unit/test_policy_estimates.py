@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 import pytest
 
 from arkvory_sched.policy import (
     FALLBACK_RATE,
+    UNKNOWN_RATE_CHECK_SECONDS,
+    UNKNOWN_RATE_SPREAD,
+    LinkRate,
+    bound_check_delay,
     busy_retry_after,
     check_delay,
     estimate_interval,
@@ -37,11 +43,36 @@ def start(table: list[float], ahead: int, **changes: object) -> float:
     return estimate_start(table, **values)  # type: ignore[arg-type]
 
 
-def test_the_rate_is_measured_else_last_known_else_assumed_and_never_below_bandwidth() -> None:
-    assert estimate_rate(5.0, 7.0, None) == 5.0
-    assert estimate_rate(0.0, 7.0, None) == 7.0
-    assert estimate_rate(0.0, 0.0, None) == FALLBACK_RATE
-    assert estimate_rate(5.0, 0.0, 10) == 10.0
+def test_the_rate_is_measured_else_last_known_else_a_guess_and_never_below_bandwidth() -> None:
+    assert estimate_rate(5.0, 7.0, None) == LinkRate(5.0, True)
+    assert estimate_rate(0.0, 7.0, None) == LinkRate(7.0, True)
+    assert estimate_rate(0.0, 0.0, None) == LinkRate(FALLBACK_RATE, False)
+    assert estimate_rate(0.0, 0.0, None).measured == 0.0  # a guess is not shown as a rate
+    # The configured rate is the prior: a reading below it is the clients' (issue #28) …
+    assert estimate_rate(5.0, 0.0, 10) == LinkRate(10.0, True)
+    # … and a cold server answers from it, not from the guess.
+    assert estimate_rate(0.0, 0.0, 10) == LinkRate(10.0, True)
+    assert estimate_rate(20.0, 0.0, 10) == LinkRate(20.0, True)
+
+
+def test_a_guessed_rate_widens_the_interval_both_ways() -> None:
+    known = estimate_interval(140.0, 100.0)
+    guessed = estimate_interval(140.0, 100.0, known=False)
+    assert known == pytest.approx((135.2, 144.8))
+    assert guessed == pytest.approx(
+        (100.0 + 40 / UNKNOWN_RATE_SPREAD, 100.0 + 40 * UNKNOWN_RATE_SPREAD)
+    )
+
+
+def test_the_check_delay_never_sends_the_next_round_past_its_earliest_start() -> None:
+    bound = partial(bound_check_delay, now=100.0, earliest=130.0)
+    assert bound(60.0, next_round=True, known=True) == 30.0
+    assert bound(60.0, next_round=False, known=True) == 60.0  # later rounds keep their pace
+    assert bound(20.0, next_round=True, known=True) == 20.0
+    # At least a second, however close the start.
+    assert bound_check_delay(5.0, now=100.0, earliest=100.2, next_round=True, known=True) == 1.0
+    # On a guessed rate everyone asks again soon.
+    assert bound(60.0, next_round=False, known=False) == UNKNOWN_RATE_CHECK_SECONDS
 
 
 def test_the_finish_table_has_a_slot_free_now_for_every_free_slot() -> None:

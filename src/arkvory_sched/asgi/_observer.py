@@ -9,6 +9,7 @@ went out in full with a 200/206 status.
 
 from __future__ import annotations
 
+from time import monotonic
 from typing import Any
 
 import anyio
@@ -21,18 +22,22 @@ from ._asgi import Message, Send
 __all__ = [
     "CLASS_HEADERS",
     "PROGRESS_EVERY_BYTES",
+    "PROGRESS_EVERY_SECONDS",
     "GrantObserver",
     "PlaceObserver",
     "ResponseObserver",
     "failure_outcome",
 ]
 
-# A long response reports its bytes as it goes, so that the delivery rate behind start
-# estimates and the byte counters stay fresh; a response ends with its outcome, which
-# counts the rest. 16 MiB is a fifth of a second at 80 MB/s, and more than a range of the
-# SDK (8 MiB): such ranges report only their outcome. Each report costs a range tens of
-# microseconds on a loaded server, far more than in a tight loop (benchmarks/RESULTS.md).
-PROGRESS_EVERY_BYTES = 16 * 1024 * 1024
+# A long response reports its bytes as it goes, so that the delivery rate, the byte
+# counters and the estimates of whoever waits for its slot see it move (issue #28: a
+# curl download of 24 MiB at 3 MB/s reported nothing for 8 s); a response ends with its
+# outcome, which counts the rest. At most once a second, looked at once per MiB: the
+# clock is read once per MiB sent, and the first MiB only starts the clock, so a range
+# that ends within a second (an SDK range on a fast link) reports only its outcome.
+# Each report costs tens of microseconds on a loaded server (benchmarks/RESULTS.md).
+PROGRESS_EVERY_BYTES = 1024 * 1024
+PROGRESS_EVERY_SECONDS = 1.0
 # The header each admitted response gets, built once per class rather than per response.
 CLASS_HEADERS: dict[DownloadClass, tuple[tuple[bytes, bytes], ...]] = {
     cls: ((b"arkvory-download-class", cls.value.encode("latin-1")),) for cls in DownloadClass
@@ -46,13 +51,15 @@ class ResponseObserver:
     ``finished`` is whether the body's last message (``more_body`` false) went out.
     """
 
-    __slots__ = ("_extra", "_progress_at", "_send", "disconnected", "finished", "sent",
-                 "status")  # fmt: skip
+    __slots__ = ("_extra", "_progress_at", "_reported", "_reported_at", "_send", "disconnected",
+                 "finished", "sent", "status")  # fmt: skip
 
     def __init__(self, send: Send, extra: tuple[tuple[bytes, bytes], ...]) -> None:
         self._send = send
         self._extra = extra
         self._progress_at = PROGRESS_EVERY_BYTES
+        self._reported = 0
+        self._reported_at = 0.0
         self.finished = False
         self.status = 0
         self.sent = 0
@@ -76,11 +83,16 @@ class ResponseObserver:
             more = message.get("more_body", False)
             self.finished = not more
             if more and sent >= self._progress_at:
-                # Everything since the last report; the next one after another 16 MiB. The
-                # body's last message needs none: the outcome, reported next, counts it.
-                reported = self._progress_at - PROGRESS_EVERY_BYTES
+                # Everything since the last report, once a second has passed. The body's
+                # last message needs none: the outcome, reported next, counts it.
                 self._progress_at = sent + PROGRESS_EVERY_BYTES
-                await self._progress(sent - reported)
+                now = monotonic()
+                if not self._reported_at:
+                    self._reported_at = now
+                elif now - self._reported_at >= PROGRESS_EVERY_SECONDS:
+                    self._reported_at = now
+                    reported, self._reported = self._reported, sent
+                    await self._progress(sent - reported)
             return
         if message["type"] == "http.response.start":
             self.status = int(message["status"])
@@ -141,6 +153,8 @@ class PlaceObserver(ResponseObserver):
             extra = (*extra, (b"arkvory-queue-ticket", place.ticket.encode()))
         self._extra = extra
         self._progress_at = PROGRESS_EVERY_BYTES
+        self._reported = 0
+        self._reported_at = 0.0
         self.finished = False
         self.status = 0
         self.sent = 0

@@ -19,12 +19,14 @@ from .._model import (
     Rejected,
     RejectReason,
 )
-from .._rate import PeakRateMeter
+from .._rate import BusySeconds, PeakRateMeter
 from .._tickets import TicketSigner
 from ..policy import (
     TICKET_REUSE_SECONDS,
+    LinkRate,
     StartEstimate,
     WindowEstimate,
+    bound_check_delay,
     busy_retry_after,
     check_delay,
     estimate_interval,
@@ -48,7 +50,7 @@ __all__ = ["Answers"]
 class Answers:
     """Delivery rate, start estimates, the ``Queued`` answer, tickets and refusals."""
 
-    __slots__ = ("_clock", "_counters", "_early", "_finish_table", "_finish_table_at",
+    __slots__ = ("_busy", "_clock", "_counters", "_early", "_finish_table", "_finish_table_at",
                  "_last_rate", "_rate", "_signer", "_slots", "_table", "settings")  # fmt: skip
 
     def __init__(
@@ -72,12 +74,19 @@ class Answers:
         self._early = early
         self._counters = counters
         self._last_rate = 0.0
+        self._busy = BusySeconds(rate.window_seconds)
         self._finish_table: list[float] = []
         self._finish_table_at = -math.inf
 
     # ================================================================ estimates
-    def current_rate(self) -> float:
-        peak = self._rate.peak(self._clock.monotonic())
+    def note_busy(self, now: float) -> None:
+        """What the tick saw: the slots are busy when someone waits or every slot is
+        held; only such seconds are read into the rate (ADR 0034)."""
+        table = self._table
+        self._busy.note(now, bool(table.queue) or len(table.active) >= self.settings.sessions)
+
+    def current_rate(self) -> LinkRate:
+        peak = self._rate.peak(self._clock.monotonic(), self._busy)
         if peak > 0:
             self._last_rate = peak
         return estimate_rate(peak, self._last_rate, self.settings.bandwidth)
@@ -85,7 +94,7 @@ class Answers:
     def refresh_finish_table(self, now: float) -> None:
         """When each slot frees, from the remaining bytes of active sessions (R-EST-1)."""
         active = self._table.active
-        per_session_rate = self.current_rate() / max(1, len(active))
+        per_session_rate = self.current_rate().bytes_per_second / max(1, len(active))
         self._finish_table = finish_table(
             (session.remaining_bytes() for session in active.values()),
             per_session_rate,
@@ -109,7 +118,7 @@ class Answers:
             active_interactive=table.active_interactive,
             waiting=len(table.queue),
             waiting_bytes=table.waiting_bytes,
-            rate=self.current_rate(),
+            rate=self.current_rate().bytes_per_second,
         )
 
     def estimate(self, session: Session, now: float) -> StartEstimate:
@@ -123,9 +132,10 @@ class Answers:
         start = self._estimate_start(session, ahead, now)
         moved, not_before = window.start(start + wall_offset, now + wall_offset)
         start = moved - wall_offset
-        earliest, latest = estimate_interval(start, now)
+        known = self.current_rate().known
+        earliest, latest = estimate_interval(start, now, known=known)
         earliest = max(earliest, not_before - wall_offset)  # not before its window opens
-        return StartEstimate(ahead, start, earliest, latest, wall_offset, window)
+        return StartEstimate(ahead, start, earliest, latest, wall_offset, window, known)
 
     def queued(
         self, session: Session, now: float, *, newcomer: bool, again: bool = False
@@ -147,6 +157,13 @@ class Answers:
                 free_at_mark=table.free_at_mark,
             ),
             jitter(session.key),
+        )
+        delay = bound_check_delay(
+            delay,
+            now=now,
+            earliest=estimate.earliest,
+            next_round=ahead < self.settings.sessions,
+            known=estimate.known,
         )
         if not newcomer and session.first_estimate is None and session.blocked_by is None:
             session.first_estimate = start
@@ -212,7 +229,8 @@ class Answers:
     def busy_retry_after(self) -> int:
         """An honest wait for a full queue: until about one slot turns over."""
         table = self._table
-        return busy_retry_after(table.waiting_bytes, len(table.queue), self.current_rate())
+        rate = self.current_rate().bytes_per_second
+        return busy_retry_after(table.waiting_bytes, len(table.queue), rate)
 
     def reject(self, reason: RejectReason, retry_after: int, cls: DownloadClass | None) -> Rejected:
         rejections = self._counters.rejections

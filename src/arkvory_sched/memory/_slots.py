@@ -14,6 +14,7 @@ from ..policy import (
     backup_may_take_slot,
     current_gate,
     over_share_with_contenders,
+    overdue_slot_may_be_taken,
     passable_classes,
     slot_free_for,
 )
@@ -82,9 +83,16 @@ class Slots:
         return False
 
     def may_take_marked_slot(self, session: Session, now: float) -> bool:
-        if session.mark != self._table.mark_epoch or self.blocked(session):
+        """A waiter that comes takes a free slot when it was marked for one (a back-up
+        after its grace), or when the slot has been left free past the idle grace
+        while nobody marked came (issue #28)."""
+        if self.blocked(session):
             return False
-        if session.mark_backup and not backup_may_take_slot(now, self._table.last_release):
+        last_release = self._table.last_release
+        if session.mark != self._table.mark_epoch:
+            if not overdue_slot_may_be_taken(now, last_release):
+                return False
+        elif session.mark_backup and not backup_may_take_slot(now, last_release):
             return False
         return self.slot_free_for(session)
 

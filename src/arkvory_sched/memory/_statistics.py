@@ -63,10 +63,10 @@ class Statistics:
                 wait_seconds=counters.wait_histograms[rank].snapshot(),
             )
         empty_in: float | None = None
-        if table.queue:
-            rate = self._answers.current_rate()
+        rate = self._answers.current_rate()
+        if table.queue and rate.known:
             active_bytes = sum(session.remaining_bytes() for session in table.active.values())
-            empty_in = (table.waiting_bytes + active_bytes) / rate
+            empty_in = (table.waiting_bytes + active_bytes) / rate.bytes_per_second
         settings = self.settings
         return SchedulerStats(
             strategy=settings.strategy.value,
@@ -84,7 +84,7 @@ class Statistics:
             estimate_error_seconds=counters.estimates.absolute().snapshot(),
             estimate_accuracy=counters.estimates.accuracy(),
             last_tick_seconds=counters.last_tick_seconds,
-            delivery_rate=self._answers.current_rate(),
+            delivery_rate=rate.measured,
             queue_empty_in_seconds=empty_in,
             closed=table.closed,
         )

@@ -71,6 +71,7 @@ class Tick:
         expired = self._expire(now)
         idle = self._release_idle(now)
         promoted = self._table.queue.promote_aged(now)
+        self._answers.note_busy(now)
         self._answers.refresh_finish_table(now)
         preempted = self._maybe_preempt(now)
         marked = self._mark_waiters(now)
@@ -175,7 +176,7 @@ class Tick:
         table.mark_epoch += 1
         settings = self.settings
         soon = soon_interactive = 0
-        per_session_rate = self._answers.current_rate() / max(1, len(table.active))
+        per_session_rate = self._answers.current_rate().bytes_per_second / max(1, len(table.active))
         for session in table.active.values():
             if finishing_soon(session.remaining_bytes(), per_session_rate, session.yield_requested):
                 soon += 1

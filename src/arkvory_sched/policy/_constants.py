@@ -19,6 +19,7 @@ __all__ = [
     "FALLBACK_RATE",
     "FINISHING_SOON_SECONDS",
     "HEAD_MIN_CHECK_SECONDS",
+    "IDLE_SLOT_GRACE_SECONDS",
     "JITTER_HIGH",
     "JITTER_LOW",
     "MARK_SCAN_SLACK",
@@ -35,6 +36,8 @@ __all__ = [
     "SIZE_UNIT",
     "TAIL_ONLY_HOLD_SECONDS",
     "TICKET_REUSE_SECONDS",
+    "UNKNOWN_RATE_CHECK_SECONDS",
+    "UNKNOWN_RATE_SPREAD",
 ]
 
 CLASS_COUNT: Final = 4
@@ -56,7 +59,18 @@ EARLY_POLL_SHARE: Final = 0.05
 SHUTDOWN_RETRY_SECONDS: Final = 5
 ESTIMATE_SPREAD: Final = 0.12  # the announced interval is ±12 % of the wait …
 ESTIMATE_MIN_SPREAD_SECONDS: Final = 2.0  # … and never narrower than ±2 s
-FALLBACK_RATE: Final = 100 * 1024 * 1024  # bytes/s assumed before anything was measured
+# Issue #28, ADR 0034: with no link rate configured and none measured yet, estimates
+# assume 32 MiB/s (256 Mbit/s, the geometric middle of the links an artifact server
+# sits behind) and say how little that is worth: the interval spans the rate divided
+# and multiplied by UNKNOWN_RATE_SPREAD (4 to 256 MiB/s), and a waiter asks again
+# within UNKNOWN_RATE_CHECK_SECONDS, by when the first busy seconds have been read.
+FALLBACK_RATE: Final = 32 * 1024 * 1024
+UNKNOWN_RATE_SPREAD: Final = 8.0
+UNKNOWN_RATE_CHECK_SECONDS: Final = 4.0
+# Issue #28: a slot free this long with waiters while none of the marked ones came is
+# taken by the first eligible waiter that comes; longer than a marked waiter's poll
+# period (1 s, plus jitter) and the back-ups' grace.
+IDLE_SLOT_GRACE_SECONDS: Final = 2.0
 MARK_SCAN_SLACK: Final = 4096  # waiters a marking may pass over beyond four per mark
 TICKET_REUSE_SECONDS: Final = 60.0  # an active session's ticket is re-signed once a minute
 # How long the round-robin rounds' history is kept (R-SESS-9, R-TICKET-1): longer than a

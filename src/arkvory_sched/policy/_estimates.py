@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
+from typing import NamedTuple
 
 from ._constants import (
     EARLY_POLL_MIN_SECONDS,
@@ -23,9 +24,13 @@ from ._constants import (
     MIN_CHECK_SECONDS,
     NEWCOMER_CHECK_SECONDS,
     NO_SHOW_MARGIN_SECONDS,
+    UNKNOWN_RATE_CHECK_SECONDS,
+    UNKNOWN_RATE_SPREAD,
 )
 
 __all__ = [
+    "LinkRate",
+    "bound_check_delay",
     "busy_retry_after",
     "check_delay",
     "early_poll",
@@ -40,13 +45,37 @@ __all__ = [
 ]
 
 
-def estimate_rate(measured: float, fallback: float, bandwidth: int | None) -> float:
-    """The delivery rate estimates use: the measured one, else the last one known, else
-    :data:`FALLBACK_RATE`; never below the configured bandwidth."""
-    rate = measured or fallback or FALLBACK_RATE
+class LinkRate(NamedTuple):
+    """The delivery rate estimates use, and whether anything backs it."""
+
+    bytes_per_second: float
+    known: bool
+    """False while nothing is configured and nothing has been measured: the rate is
+    :data:`FALLBACK_RATE`, a guess, and the answers say so (a wide interval, a short
+    check delay)."""
+
+    @property
+    def measured(self) -> float:
+        """The rate as an operator should read it: 0.0 while it is a guess."""
+        return self.bytes_per_second if self.known else 0.0
+
+
+def estimate_rate(measured: float, last: float, bandwidth: int | None) -> LinkRate:
+    """The delivery rate estimates use (R-EST-1, issue #28, ADR 0034).
+
+    ``measured`` is the store's reading now and ``last`` the last one it had; both count
+    only seconds with the slots busy (:class:`~arkvory_sched._rate.BusySeconds`). The
+    configured ``bandwidth`` is the prior: a reading may raise the rate above it (the
+    link is faster than the operator said) and never lowers it (a reading below the
+    link's rate is the clients', taken while the link had room). With nothing
+    configured the reading is the rate; with nothing read either, the rate is a guess.
+    """
+    reading = measured or last
     if bandwidth is not None:
-        rate = max(rate, float(bandwidth))
-    return rate
+        return LinkRate(max(float(bandwidth), reading), True)
+    if reading > 0:
+        return LinkRate(reading, True)
+    return LinkRate(float(FALLBACK_RATE), False)
 
 
 def finish_table(
@@ -100,11 +129,21 @@ def estimate_start(
     return max(now, first + cycles * service)
 
 
-def estimate_interval(start: float, now: float) -> tuple[float, float]:
+def estimate_interval(start: float, now: float, *, known: bool = True) -> tuple[float, float]:
     """The announced interval around ``start``: ±12 % of the wait, at least ±2 s, never
-    before now."""
-    spread = max(ESTIMATE_MIN_SPREAD_SECONDS, ESTIMATE_SPREAD * (start - now))
-    return max(now, start - spread), start + spread
+    before now.
+
+    Made on a guessed rate (``known`` false), it spans what the wait would be were the
+    link :data:`UNKNOWN_RATE_SPREAD` times faster or slower: a wait is the time to move
+    bytes, so it scales with one over the rate.
+    """
+    wait = start - now
+    spread = max(ESTIMATE_MIN_SPREAD_SECONDS, ESTIMATE_SPREAD * wait)
+    earliest, latest = max(now, start - spread), start + spread
+    if not known:
+        earliest = min(earliest, now + wait / UNKNOWN_RATE_SPREAD)
+        latest = max(latest, now + wait * UNKNOWN_RATE_SPREAD)
+    return earliest, latest
 
 
 def jitter(key: bytes) -> float:
@@ -135,6 +174,24 @@ def check_delay(
     delay = max(floor, halfway * jitter(key))
     if marked and ahead < free_at_mark:
         delay = HEAD_MIN_CHECK_SECONDS
+    return delay
+
+
+def bound_check_delay(
+    delay: float, *, now: float, earliest: float, next_round: bool, known: bool
+) -> float:
+    """The check delay, so that no slot idles while someone waits (issue #28).
+
+    A waiter of the next round (one that could take the next freed slot) is asked back
+    no later than the optimistic end of its interval, the earliest moment that slot
+    may free: then it is there when the slot frees, or is told anew. On a guessed rate
+    every waiter asks again within :data:`UNKNOWN_RATE_CHECK_SECONDS`, by when the
+    rate has been read. Never below the head's one second.
+    """
+    if next_round:
+        delay = min(delay, max(HEAD_MIN_CHECK_SECONDS, earliest - now))
+    if not known:
+        delay = min(delay, UNKNOWN_RATE_CHECK_SECONDS)
     return delay
 
 

@@ -306,7 +306,8 @@ class StartEstimate:
     """A waiting session's place and start on its store's queue time, as both stores
     answer it: ``ahead`` waiters before it, ``start`` with its interval
     ``earliest``..``latest``; ``wall_offset`` turns them into wall time, ``window`` is
-    what the class windows changed (its ``check_delay`` bounds the next poll)."""
+    what the class windows changed (its ``check_delay`` bounds the next poll); ``known``
+    is false when the rate behind it is a guess (:class:`~._estimates.LinkRate`)."""
 
     ahead: int
     start: float
@@ -314,3 +315,4 @@ class StartEstimate:
     latest: float
     wall_offset: float
     window: WindowEstimate
+    known: bool = True

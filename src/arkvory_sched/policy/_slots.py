@@ -15,6 +15,7 @@ from typing import NamedTuple, Protocol, TypeVar
 from ._constants import (
     BACKUP_GRACE_SECONDS,
     FINISHING_SOON_SECONDS,
+    IDLE_SLOT_GRACE_SECONDS,
     MARK_SCAN_SLACK,
     PREEMPT_MIN_HOLD_SECONDS,
 )
@@ -31,6 +32,7 @@ __all__ = [
     "finishing_soon",
     "marking_budget",
     "over_share_with_contenders",
+    "overdue_slot_may_be_taken",
     "slot_free_for",
 ]
 
@@ -151,6 +153,14 @@ def backup_may_take_slot(now: float, last_release: float) -> bool:
     """A back-up mark takes a freed slot only when none of the first marked waiters (who
     poll every second) came for it within one such poll period."""
     return now - last_release >= BACKUP_GRACE_SECONDS
+
+
+def overdue_slot_may_be_taken(now: float, last_release: float) -> bool:
+    """A slot freed while waiters wait and left free: none of the marked waiters came
+    for it within :data:`IDLE_SLOT_GRACE_SECONDS` of the last release, so the first
+    eligible waiter that comes takes it, marked or not (issue #28). Waiting for the
+    marked ones longer would leave the link idle while someone is at the door."""
+    return now - last_release >= IDLE_SLOT_GRACE_SECONDS
 
 
 @dataclass(frozen=True, slots=True)

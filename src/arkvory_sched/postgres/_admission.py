@@ -15,7 +15,7 @@ from .._exceptions import StoreUnavailableError
 from .._model import Decision, DownloadRequest, Queued, RejectReason
 from .._request_admission import PendingRequest, RequestAdmission, RequestTimer
 from .._session_keys import SessionKeys
-from ..policy import plan_of
+from ..policy import overdue_slot_may_be_taken, plan_of
 from ._boundary import Connections
 from ._estimates import QueueSnapshots
 from ._leases import LeaseCache
@@ -109,7 +109,8 @@ class Admission:
         """A poll well before its checkAt, told its last answer again (ADR 0029): no
         statement of its own. Unless the snapshot this process last read (at most one
         a half second for all its polls) names it marked while a slot is free: then
-        it claims the slot, as in memory."""
+        it claims the slot, as in memory; and so it does when a slot has been left free
+        past the idle grace (issue #28)."""
         now = self._clock.monotonic()
         if not self._early.is_early(key, ticket, now):
             return None
@@ -117,6 +118,8 @@ class Admission:
         if snapshot is None:
             async with self._connections.kept() as conn:
                 snapshot = await self._snapshots.read(conn)
-        if key in snapshot.marked and snapshot.active < self._running.settings.sessions:
+        if snapshot.active < self._running.settings.sessions and (
+            key in snapshot.marked or overdue_slot_may_be_taken(now, snapshot.last_release)
+        ):
             return None
         return self._early.answer(key, ticket, now, self._clock.wall() - now)

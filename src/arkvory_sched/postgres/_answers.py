@@ -18,8 +18,10 @@ from .._model import (
 )
 from ..policy import (
     TICKET_REUSE_SECONDS,
+    LinkRate,
     StartEstimate,
     WindowEstimate,
+    bound_check_delay,
     check_delay,
     estimate_interval,
     estimate_rate,
@@ -111,6 +113,13 @@ class Answers:
             ),
             jitter(key),
         )
+        delay = bound_check_delay(
+            delay,
+            now=now,
+            earliest=estimate.earliest,
+            next_round=not is_newcomer and ahead < self._running.settings.sessions,
+            known=estimate.known,
+        )
         check_at = now + delay
         no_show = no_show_at(check_at, delay)
         if not is_newcomer:  # a newcomer's row already says exactly this
@@ -152,6 +161,7 @@ class Answers:
             window.lengths,
             strides_of(settings.weights),
         )
+        rate = self.fleet_rate(snapshot)
         start = estimate_start(
             snapshot.finish_table,
             ahead=ahead,
@@ -163,13 +173,13 @@ class Answers:
             active_interactive=snapshot.active_interactive,
             waiting=snapshot.waiting,
             waiting_bytes=snapshot.waiting_bytes,
-            rate=self.fleet_rate(snapshot),
+            rate=rate.bytes_per_second,
         )
         moved, not_before = window.start(start + wall_offset, now + wall_offset)
         start = moved - wall_offset
-        earliest, latest = estimate_interval(start, now)
+        earliest, latest = estimate_interval(start, now, known=rate.known)
         earliest = max(earliest, not_before - wall_offset)  # not before its window opens
-        return StartEstimate(ahead, start, earliest, latest, wall_offset, window)
+        return StartEstimate(ahead, start, earliest, latest, wall_offset, window, rate.known)
 
     def _window(
         self, cls: DownloadClass, queue_rank: int, snapshot: QueueSnapshot, wall: float
@@ -211,9 +221,13 @@ class Answers:
         lease.ticket_issued = now
         return lease.ticket
 
-    def fleet_rate(self, snapshot: QueueSnapshot | None) -> float:
-        """The fleet's delivery rate for estimates, this process's own as the fallback."""
+    def fleet_rate(self, snapshot: QueueSnapshot | None) -> LinkRate:
+        """The fleet's delivery rate for estimates, as the leader read it (ADR 0034).
+
+        Never this process's own reading: that is one process's share of the link,
+        read without knowing whether the slots were busy.
+        """
         bandwidth = self._running.settings.bandwidth
         if snapshot is None:
-            return estimate_rate(0.0, self._meters.local_rate(), bandwidth)
-        return snapshot.rate(self._meters.local_rate(), bandwidth)
+            return estimate_rate(0.0, 0.0, bandwidth)
+        return snapshot.rate(bandwidth)

@@ -17,6 +17,7 @@ from ..policy import (
     backup_may_take_slot,
     class_ages,
     over_share_with_contenders,
+    overdue_slot_may_be_taken,
     promote_at,
     smallest_first_key,
 )
@@ -75,12 +76,27 @@ class Claims:
             self._running.invalidate()
         return lease
 
-    async def may_take_marked_slot(
-        self, conn: asyncpg.Connection, row: asyncpg.Record, now: float
+    async def slot_left_free(self, conn: asyncpg.Connection, now: float) -> bool:
+        """Whether a slot looks free past the idle grace (issue #28), on the snapshot
+        this process read last (half a second old at most, dropped by every change
+        made here): it rules out nearly every poll without a statement of its own."""
+        snapshot = await self._snapshots.read(conn)
+        return snapshot.active < self._running.settings.sessions and overdue_slot_may_be_taken(
+            now, snapshot.last_release
+        )
+
+    async def may_take_slot(
+        self, conn: asyncpg.Connection, key: bytes, row: asyncpg.Record, now: float
     ) -> bool:
-        """As in memory: a back-up's grace, then the per-principal share with the
-        contenders waiting now (R-CLASS-5); the claim checks the slots themselves."""
-        if row["mark_backup"]:
+        """As in memory: a marked waiter (a back-up after its grace), or any waiter once a
+        slot has been left free past the idle grace (issue #28); then the per-principal
+        share with the contenders waiting now (R-CLASS-5). The claim checks the slots."""
+        if not row["marked"]:
+            if not await self.slot_left_free(conn, now):
+                return False
+            if await conn.fetchval(sql.SESSION_BLOCKED, key):
+                return False
+        elif row["mark_backup"]:
             # A back-up takes a freed slot only when the first marked waiters did not
             # come for it within one of their poll periods (as in memory, ADR 0002).
             snapshot = await self._snapshots.read(conn, fresh=True)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import asyncpg
 
 from .._clock import Clock
-from ..policy import CLASS_COUNT, estimate_rate
+from ..policy import CLASS_COUNT, LinkRate, estimate_rate
 from . import _sql as sql
 
 __all__ = ["SNAPSHOT_SECONDS", "QueueSnapshot", "QueueSnapshots", "read_snapshot"]
@@ -46,9 +46,9 @@ class QueueSnapshot:
     def waiting(self) -> int:
         return sum(self.class_lengths)
 
-    def rate(self, fallback: float, bandwidth: int | None) -> float:
-        """The fleet's delivery rate, this process's own when nobody measured one yet."""
-        return estimate_rate(self.fleet_rate, fallback, bandwidth)
+    def rate(self, bandwidth: int | None) -> LinkRate:
+        """The fleet's delivery rate as the leader last stored it (ADR 0034)."""
+        return estimate_rate(self.fleet_rate, 0.0, bandwidth)
 
 
 async def read_snapshot(conn: asyncpg.Connection) -> QueueSnapshot:

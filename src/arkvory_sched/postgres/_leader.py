@@ -20,7 +20,7 @@ import asyncpg
 
 from .._classes import DownloadClass
 from .._clock import Clock
-from .._rate import peak_of_means
+from .._rate import MIN_RUN_SECONDS, BusySeconds, masked, peak_of_means
 from ..policy import (
     CLASS_COUNT,
     MARK_SCAN_SLACK,
@@ -113,6 +113,9 @@ class QueueLeader:
         self.since = 0.0  # when this process became leader (queue time)
         self._next_round_cleanup = 0.0
         self._gate: ClassGate | None = None  # the windows' verdict (R-WIN-2)
+        # The seconds this leader saw the slots busy: only they are read into the
+        # fleet's rate (ADR 0034). A new leader starts without any, on the stored rate.
+        self._busy = BusySeconds()
 
     @property
     def is_leader(self) -> bool:
@@ -295,7 +298,8 @@ class QueueLeader:
         active_rows = await conn.fetch(tick_sql.ACTIVE_FOR_ESTIMATE)
         # The leader's own seconds as of now, the others' as of their heartbeats (ADR
         # 0017); the fleet's rate is the peak of their per-second sums (ADR 0027, 0028).
-        local_rate, (first, seconds) = local
+        _, (first, seconds) = local
+        self._busy.note(now, waiting > 0 or len(active_rows) >= settings.sessions)
         fleet = await conn.fetchrow(
             tick_sql.FLEET_SECONDS,
             self._lease_seconds,
@@ -305,10 +309,14 @@ class QueueLeader:
             first + len(seconds),
             len(seconds),
         )
-        summed = peak_of_means(fleet["totals"] or []) + fleet["older"]
+        totals = fleet["totals"] or []
+        busy_totals = masked(totals, self._busy.flags(first, len(totals)))
+        summed = peak_of_means(busy_totals, min_run=MIN_RUN_SECONDS) + fleet["older"]
         fleet_rate = summed or fleet["stored"]  # a minute without a byte keeps the last
-        rate = estimate_rate(fleet_rate, local_rate, settings.bandwidth)
-        per_session = rate / max(1, len(active_rows))
+        # This process's own reading is not a fallback: it is one process's share of
+        # the fleet, read without knowing whether the slots were busy.
+        rate = estimate_rate(fleet_rate, 0.0, settings.bandwidth)
+        per_session = rate.bytes_per_second / max(1, len(active_rows))
         remaining = [_remaining(row) for row in active_rows]
         soon = soon_interactive = active_interactive = 0
         for row, left in zip(active_rows, remaining, strict=True):

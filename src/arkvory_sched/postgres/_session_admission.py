@@ -93,7 +93,11 @@ class SessionAdmission:
                 placed = await conn.fetchrow(
                     sql.POSITION, key, exact_head(self._running.settings.sessions)
                 )
-                if placed is not None and not placed["marked"]:
+                if (
+                    placed is not None
+                    and not placed["marked"]
+                    and not await self._claims.slot_left_free(conn, now)
+                ):
                     stored_class = DownloadClass.by_rank(placed["base_class"])
                     return await self._answers.queued(conn, key, stored_class, now, placed=placed)
             try:
@@ -123,7 +127,9 @@ class SessionAdmission:
                 RejectReason.QUEUE_FULL if outcome == "queue_full" else RejectReason.PRINCIPAL_LIMIT
             )
             retry = busy_retry_after(
-                snapshot.waiting_bytes, snapshot.waiting, self._answers.fleet_rate(snapshot)
+                snapshot.waiting_bytes,
+                snapshot.waiting,
+                self._answers.fleet_rate(snapshot).bytes_per_second,
             )
             return self._meters.reject(reason, retry, cls)
 
@@ -144,7 +150,7 @@ class SessionAdmission:
             if lease is not None:
                 return await self._ranges.admit(lease, request.effective_range, conn)
             return await self._answers.queued(conn, key, stored_class, now, again=True)
-        if row["marked"] and await self._claims.may_take_marked_slot(conn, row, now):
+        if await self._claims.may_take_slot(conn, key, row, now):
             lease = await self._claims.claim(conn, key, row, now)
             if lease is not None:
                 self._running.invalidate()
@@ -207,8 +213,9 @@ class SessionAdmission:
         """A request with this queue's ticket for its session: most likely a poll.
 
         Such a request asks for its place first (two statements in all instead of
-        three); if its session no longer waits unmarked, it takes the full admission
-        as any other, so the answer is the same either way.
+        three); if its session no longer waits unmarked, or a slot has been left free
+        (issue #28), it takes the full admission as any other, so the answer is the
+        same either way.
         """
         signer = self._keyring.signer
         if signer is None or not request.ticket:

@@ -78,6 +78,7 @@ REQUEUE_YIELDER: Final = statement("requeue_yielder")
 ACTIVE_BY_PRINCIPAL: Final = statement("active_by_principal")
 UNDER_SHARE_WAITING: Final = statement("under_share_waiting")
 CLAIMANT_SHARE: Final = statement("claimant_share")
+SESSION_BLOCKED: Final = statement("session_blocked")
 
 # ----------------------------------------------------------------------------- tick.sql
 # (the rest of tick.sql is indexed by _sql_tick)

@@ -86,19 +86,19 @@ class Statistics:
             rejections[reason] = rejections.get(reason, 0) + count
         rate = estimate_rate(
             0.0 if counters is None else counters["fleet_rate"],
-            meters.local_rate(),
+            0.0,
             self._running.settings.bandwidth,
         )
         waiting_total = sum(count[sql.WAITING] for count in counts)
         empty_in: float | None = None
-        if waiting_total:
+        if waiting_total and rate.known:
             left = sum(
                 max(0, r["object_size"] - (r["start_offset"] or 0) - r["covered"])
                 for r in remaining
             )
             # As in memory: every waiting byte and what active sessions have left, on the
             # whole link (the queue as stored, not a snapshot a tick may have dropped).
-            empty_in = (waiting_bytes + left) / rate
+            empty_in = (waiting_bytes + left) / rate.bytes_per_second
         settings = self._running.settings
         stats = SchedulerStats(
             strategy=settings.strategy.value,
@@ -117,7 +117,7 @@ class Statistics:
             estimate_accuracy=meters.estimates.accuracy(),
             reports_fleet_figures=self._leader.is_leader,
             last_tick_seconds=meters.last_tick_seconds,
-            delivery_rate=rate,
+            delivery_rate=rate.measured,
             queue_empty_in_seconds=empty_in,
             closed=self._running.closed,
         )

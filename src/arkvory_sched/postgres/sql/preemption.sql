@@ -83,3 +83,8 @@ SELECT coalesce((SELECT n FROM held WHERE held.principal = $1), 0) AS principal_
                WHERE w.state = 0
                  AND coalesce((SELECT n FROM held WHERE held.principal = w.principal), 0)
                      < $2) AS contenders
+
+-- name: session_blocked
+-- R-PREEMPT-2 for a waiter that comes for a slot left free (issue #28): a yielder takes
+-- none while the head it yielded to waits (the tick clears `blocked_by` after that).
+SELECT blocked_by IS NOT NULL FROM download_session WHERE session_key = $1

@@ -24,6 +24,7 @@ from arkvory_sched.testing import FakeClock
 
 __all__ = [
     "BIG",
+    "KIB",
     "MIB",
     "RANGE",
     "SMALL",
@@ -39,7 +40,8 @@ __all__ = [
     "ticket_arrival",
 ]
 
-MIB = 1024 * 1024
+KIB = 1024
+MIB = 1024 * KIB
 RANGE = 8 * MIB
 BIG = 40 * MIB  # five 8 MiB ranges, well above the 16 MiB session threshold
 SMALL = 1 * MIB

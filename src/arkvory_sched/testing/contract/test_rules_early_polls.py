@@ -27,10 +27,10 @@ pytestmark = pytest.mark.anyio
 
 
 async def busy(make_scheduler: MakeScheduler) -> tuple[DownloadScheduler, FakeClock, Admitted]:
-    """Both slots held by long downloads: whoever comes next waits. The first
-    holder's grant is returned, for a test that lets it go."""
+    """Both slots held by long downloads on a configured link: whoever comes next
+    waits for minutes. The first holder's grant is returned, for a test that lets it go."""
     clock = FakeClock()
-    scheduler = await make_scheduler(contract_settings(), clock=clock)
+    scheduler = await make_scheduler(contract_settings(bandwidth=100 * 1024**2), clock=clock)
     holder = await admitted(scheduler, big("holder-1", "dl-h1", size=64 * 1024**3))
     await admitted(scheduler, big("holder-2", "dl-h2", size=64 * 1024**3))
     return scheduler, clock, holder

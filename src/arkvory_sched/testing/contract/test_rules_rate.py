@@ -1,0 +1,164 @@
+"""The rate behind every estimate, and slots that never idle while someone waits, on
+every implementation (issue #28, ADR 0034).
+
+* A reading counts only when it says something: one tiny read does not make the link
+  a 1 KiB/s link, and a start is not announced hours away because of it.
+* A cold server answers from the configured link rate; with none configured, from a
+  guess that says what it is worth: its interval contains the real start whenever the
+  link carries between :data:`~arkvory_sched.policy.FALLBACK_RATE` divided and
+  multiplied by :data:`~arkvory_sched.policy.UNKNOWN_RATE_SPREAD` (4 to 256 MiB/s), and
+  the waiter asks again within :data:`~arkvory_sched.policy.UNKNOWN_RATE_CHECK_SECONDS`.
+* A waiter of the next round is asked back no later than the optimistic end of its
+  interval, and a slot left free past the idle grace goes to the first eligible
+  waiter that comes.
+
+Stores may read the rate at the tick (PostgreSQL's leader): each test ticks as time
+passes, as a running server does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from arkvory_sched import ByteRange, Delivered, Queued, RangeKind
+from arkvory_sched.policy import IDLE_SLOT_GRACE_SECONDS, UNKNOWN_RATE_CHECK_SECONDS
+from arkvory_sched.testing import FakeClock, MakeScheduler, contract_settings
+
+from ._requests import KIB, MIB, admitted, big, queued
+
+pytestmark = pytest.mark.anyio
+
+
+def _wait(answer: Queued, clock: FakeClock) -> float:
+    return answer.starts_at - clock.wall()
+
+
+async def test_a_tiny_read_does_not_push_a_start_hours_away(
+    make_scheduler: MakeScheduler, clock: FakeClock
+) -> None:
+    """Nothing configured; the only reading is one 1 KiB range. Read as a rate it would
+    say 1 KiB/s, and the waiter's 40 MiB would start in half a day."""
+    scheduler = await make_scheduler(contract_settings(sessions=1))
+    first_kib = ByteRange(0, KIB, RangeKind.BOUNDED)
+    holder = await admitted(scheduler, big("sdk", "dl-h", byte_range=first_kib))
+    clock.advance(0.2)
+    await scheduler.report(holder.grant, Delivered(first_kib))  # it holds its slot on
+    waiter = big("curl", None)
+    await queued(scheduler, waiter)
+    for _ in range(6):  # the slot busy, a waiter present, ticks as a server runs them
+        clock.advance(1.0)
+        await scheduler.tick()
+    answer = await queued(scheduler, waiter)
+    assert _wait(answer, clock) < 60.0, f"told to start in {_wait(answer, clock):.0f} s"
+    assert answer.retry_after <= UNKNOWN_RATE_CHECK_SECONDS
+
+
+async def test_a_cold_server_answers_from_the_configured_rate(
+    make_scheduler: MakeScheduler, clock: FakeClock
+) -> None:
+    """The link is configured at 1 MiB/s and nothing is measured yet: the first answer
+    with a place comes from that rate, not from a guess of a fast link ("start in 1 s"),
+    and its interval contains the real start."""
+    rate = 1 * MIB
+    scheduler = await make_scheduler(contract_settings(sessions=1, bandwidth=rate))
+    holder = await admitted(scheduler, big("curl", None, size=50 * rate))  # 50 s of link
+    waiter = big("wget", None, address="192.0.2.11")
+    await queued(scheduler, waiter)
+    clock.advance(2.0)
+    await scheduler.tick()  # the GET has not reported a byte yet: nothing is measured
+    answer = await queued(scheduler, waiter)
+    real_start = clock.wall() + 48.0
+    assert answer.starts_earliest <= real_start <= answer.starts_latest, (
+        answer.starts_earliest - clock.wall(),
+        answer.starts_latest - clock.wall(),
+    )
+    assert answer.starts_latest - answer.starts_earliest < 0.3 * 48.0  # a real promise
+    await scheduler.report(holder.grant, Delivered(None))
+
+
+async def test_a_cold_server_without_a_configured_rate_states_a_wide_interval_then_measures(
+    make_scheduler: MakeScheduler, clock: FakeClock
+) -> None:
+    """Nothing configured, nothing measured: the first answer's interval contains the real
+    start of a 16 MiB/s link and the waiter comes back soon; after a few busy seconds
+    the rate is read and the interval is the narrow one of a known rate."""
+    link = 16 * MIB
+    scheduler = await make_scheduler(contract_settings(sessions=1))
+    holder = await admitted(scheduler, big("curl", None, size=10 * link))  # 10 s of link
+    waiter = big("wget", None, address="192.0.2.11")
+    await queued(scheduler, waiter)
+    for _ in range(2):  # the GET has not reported a byte yet: nothing is measured
+        clock.advance(1.0)
+        await scheduler.tick()
+    first = await queued(scheduler, waiter)
+    real_start = clock.wall() + 8.0
+    assert first.starts_earliest <= real_start <= first.starts_latest, (
+        first.starts_earliest - clock.wall(),
+        first.starts_latest - clock.wall(),
+    )
+    assert first.retry_after <= UNKNOWN_RATE_CHECK_SECONDS
+    clock.advance(1.0)
+    await scheduler.progress(holder.grant, 3 * link)  # its first three seconds
+    await scheduler.tick()
+    for _ in range(3):
+        clock.advance(1.0)
+        await scheduler.progress(holder.grant, link)
+        await scheduler.tick()
+    later = await queued(scheduler, waiter)
+    real_start = clock.wall() + 4.0
+    assert later.starts_earliest <= real_start <= later.starts_latest
+    assert later.starts_latest - later.starts_earliest <= 4.5  # ±2 s: the rate is known
+    await scheduler.report(holder.grant, Delivered(None))
+
+
+async def test_the_next_round_is_asked_back_by_the_earliest_start(
+    make_scheduler: MakeScheduler, clock: FakeClock
+) -> None:
+    """Two slots free in about 3 s: the two waiters who will take them are asked back by
+    the optimistic end of their intervals, so neither arrives after its slot freed.
+    (An invariant: the marking of slots that finish soon asks them back within a
+    second as well; the bound holds whatever marks a store makes.)"""
+    rate = 64 * MIB  # each holder gets half: 32 MiB/s
+    scheduler = await make_scheduler(contract_settings(bandwidth=rate))
+    await admitted(scheduler, big("holder-1", "dl-h1", size=96 * MIB))  # ends in 3 s
+    await admitted(scheduler, big("holder-2", "dl-h2", size=112 * MIB))  # ends in 3.5 s
+    waiters = [big(f"waiter-{n}", f"dl-w{n}", size=400 * MIB) for n in range(3)]
+    first = [await queued(scheduler, waiter) for waiter in waiters]
+    await scheduler.tick()
+    for waiter, told in zip(waiters[:2], first[:2], strict=True):
+        answer = await queued(scheduler, replace(waiter, ticket=told.ticket))
+        assert answer.position is not None and answer.position <= 2
+        assert answer.check_at <= max(clock.wall() + 1.0, answer.starts_earliest) + 1e-6, (
+            answer.check_at - clock.wall(),
+            answer.starts_earliest - clock.wall(),
+        )
+
+
+async def test_a_slot_left_free_goes_to_the_first_eligible_waiter_that_comes(
+    make_scheduler: MakeScheduler, clock: FakeClock
+) -> None:
+    """The slot frees; the tick marks the first two waiters, who do not come. The third,
+    unmarked, comes: before the idle grace it waits, after it takes the slot."""
+    scheduler = await make_scheduler(contract_settings(sessions=1, bandwidth=64 * MIB))
+    holder = await admitted(scheduler, big("holder", "dl-h"))
+    waiters = [big(f"waiter-{n}", f"dl-w{n}") for n in range(3)]
+    told = [await queued(scheduler, waiter) for waiter in waiters]
+    await scheduler.tick()
+    clock.advance(0.1)
+    told = [
+        await queued(scheduler, replace(waiter, ticket=answer.ticket))
+        for waiter, answer in zip(waiters, told, strict=True)
+    ]
+    assert [answer.position for answer in told] == [1, 2, 3]
+    clock.advance(0.1)
+    await scheduler.report(holder.grant, Delivered(None))  # the slot frees now
+    clock.advance(0.3)
+    await scheduler.tick()  # marks the first two (a back-up behind the first)
+    third = replace(waiters[2], ticket=told[2].ticket)
+    clock.advance(0.5)
+    await queued(scheduler, third)  # within the grace: the marked ones may still come
+    clock.advance(IDLE_SLOT_GRACE_SECONDS)
+    await scheduler.tick()
+    await admitted(scheduler, third)
