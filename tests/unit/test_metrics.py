@@ -391,8 +391,8 @@ def test_help_text_says_whether_a_figure_is_fleet_wide_or_this_process() -> None
 
 def test_estimate_accuracy_is_exported_signed_relative_and_inside() -> None:
     scorer = EstimateScorer()
-    scorer.score(estimated_at=0.0, announced=100.0, started=95.0)  # early, inside ±12 s
-    scorer.score(estimated_at=0.0, announced=100.0, started=150.0)  # late, outside
+    scorer.score(estimated_at=0.0, announced=100.0, started=95.0, has_id=True)  # early, inside
+    scorer.score(estimated_at=0.0, announced=100.0, started=150.0, has_id=True)  # late
     stats = dataclasses.replace(_synthetic_stats(), estimate_accuracy=scorer.accuracy())
     exported = _exported(stats)
     # With negative buckets the exposition carries no _sum and _count (a sum of signed

@@ -180,7 +180,9 @@ class SessionTable:
         counters = self._counters
         counters.wait_histograms[rank].observe(max(0.0, now - session.waiting_since))
         if session.first_estimate is not None:
-            counters.estimates.score(session.first_estimate_at, session.first_estimate, now)
+            counters.estimates.score(
+                session.first_estimate_at, session.first_estimate, now, has_id=session.has_id
+            )
             session.first_estimate = None
         pending = self.pending_yield
         if pending is not None and pending.blocked_by is session:

@@ -122,6 +122,7 @@ from ._slots import (
     marking_budget,
     over_share_with_contenders,
     slot_free_for,
+    usable_free_slots,
 )
 from ._windows import (
     WEEKDAYS,
@@ -228,6 +229,7 @@ __all__ = [
     "strides_of",
     "take_room",
     "ticket_arrival",
+    "usable_free_slots",
     "uses_sessions",
     "validated_download_id",
     "wall_instant",
