@@ -18,6 +18,7 @@ __all__ = [
     "Admitted",
     "ByteRange",
     "ClassStats",
+    "ClientKind",
     "Decision",
     "Delivered",
     "DeliveryOutcome",
@@ -26,6 +27,7 @@ __all__ = [
     "Failed",
     "Grant",
     "HistogramSnapshot",
+    "IdleSlots",
     "Interrupted",
     "Queued",
     "RangeKind",
@@ -235,18 +237,45 @@ class HistogramSnapshot:
     total: float
 
 
+_NO_OBSERVATIONS = HistogramSnapshot((), (), 0, 0.0)
+
+
+class ClientKind(StrEnum):
+    """Which kind of client waited, for the accuracy of its estimates (issue #28).
+
+    ``PROTOCOL`` clients send an ``Arkvory-Download-Id`` (the SDK, ``arkvoryctl``) and
+    follow ``checkAt``; ``THIRD_PARTY`` tools send none (curl, wget, a browser, a
+    package manager) and retry on ``Retry-After`` alone. Their waits are scored apart,
+    so an operator sees when one kind is misled while the other is told the truth.
+    """
+
+    PROTOCOL = "protocol"
+    THIRD_PARTY = "third_party"
+
+    @classmethod
+    def of(cls, has_id: bool) -> ClientKind:
+        """The kind of a session's client: whether it sent a download id."""
+        return _PROTOCOL if has_id else _THIRD_PARTY
+
+
+_PROTOCOL, _THIRD_PARTY = ClientKind.PROTOCOL, ClientKind.THIRD_PARTY
+
+
 @dataclass(frozen=True, slots=True)
 class EstimateAccuracy:
     """How true the announced start times were, one score per wait (R-EST-4).
 
     ``signed_error_seconds`` is actual minus announced start (negative: started early),
     ``relative_error`` the absolute error over the announced wait, ``inside_interval``
-    how many starts fell inside the interval announced with the estimate.
+    how many starts fell inside the interval announced with the estimate, and
+    ``absolute_error_seconds`` the absolute error (for all waits it is also
+    :attr:`SchedulerStats.estimate_error_seconds`).
     """
 
     signed_error_seconds: HistogramSnapshot
     relative_error: HistogramSnapshot
     inside_interval: int
+    absolute_error_seconds: HistogramSnapshot = _NO_OBSERVATIONS
 
     @property
     def scored(self) -> int:
@@ -270,9 +299,41 @@ class ClassStats:
     wait_seconds: HistogramSnapshot
 
 
-_NO_OBSERVATIONS = HistogramSnapshot((), (), 0, 0.0)
 NO_ESTIMATES = EstimateAccuracy(_NO_OBSERVATIONS, _NO_OBSERVATIONS, 0)
 """The accuracy of a scheduler that has scored no wait yet."""
+
+
+def _no_estimates_by_client() -> dict[ClientKind, EstimateAccuracy]:
+    return dict.fromkeys(ClientKind, NO_ESTIMATES)
+
+
+@dataclass(frozen=True, slots=True)
+class IdleSlots:
+    """Slots left free while someone waits (issue #28), integrated over queue time.
+
+    ``slots`` is how many free slots a waiter could take now: ``sessions`` minus the
+    active sessions while at least one session waits, counting the interactive reserve
+    only for a waiting interactive session (R-CLASS-3) and a class outside its windows
+    only within the slots it may still take (R-WIN-2); 0 when nobody waits.
+    ``slot_seconds`` is its integral since the scheduler started (two idle slots for a
+    second are two slot-seconds). A *stretch* is a span during which ``slots`` stays
+    above 0: ``stretch_seconds`` is the current one's length so far, or the last one's
+    once it ended; ``longest_stretch_seconds`` the longest since the start.
+
+    The in-memory store integrates exactly, at every change of the counts. On
+    PostgreSQL the leader samples the shared queue on each tick (about once a second)
+    and stores the figures with the queue's state, so every process reports the same
+    numbers, as of the leader's last tick.
+    """
+
+    slots: int = 0
+    slot_seconds: float = 0.0
+    stretch_seconds: float = 0.0
+    longest_stretch_seconds: float = 0.0
+
+
+NO_IDLE_SLOTS = IdleSlots()
+"""The idle slots of a scheduler that has never left a slot free while someone waited."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -297,6 +358,13 @@ class SchedulerStats:
     queue_empty_in_seconds: float | None
     closed: bool
     estimate_accuracy: EstimateAccuracy = NO_ESTIMATES
+    estimate_accuracy_by_client: dict[ClientKind, EstimateAccuracy] = field(
+        default_factory=_no_estimates_by_client
+    )
+    """The accuracy of :attr:`estimate_accuracy` split by the kind of client that
+    waited; every kind is present, and the kinds add up to the total."""
+    idle_slots: IdleSlots = NO_IDLE_SLOTS
+    """Slots left free while someone waited; fleet-wide (see :class:`IdleSlots`)."""
     reports_fleet_figures: bool = True
     """Whether this snapshot's fleet-wide figures (sessions per class and state, the
     session totals, the forecast) are this process's to export. A store shared by many

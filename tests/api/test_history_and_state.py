@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
 import httpx
 
-from arkvory_sched import Admitted, DownloadRequest, PrincipalKind, Queued
+from arkvory_sched import Admitted, Delivered, DownloadRequest, PrincipalKind, Queued
 
 from .conftest import OPERATOR_TOKEN, VIEWER_TOKEN, ApiServer, headers
 
@@ -128,6 +129,9 @@ def test_the_state_shows_classes_forecast_reasons_and_sessions(
     assert datetime.fromisoformat(release["emptiesAt"]) < opening
     assert state["classes"]["interactive"]["notDraining"] is None
     assert state["estimateAccuracy"]["scored"] == 0
+    assert state["estimateAccuracy"]["byClient"]["third_party"]["scored"] == 0
+    # Both slots held: however many wait, no slot idles.
+    assert state["idleSlots"]["slots"] == 0
     sessions = state["activeSessions"]
     assert sorted(s["principal"] for s in sessions) == ["ci-bot", "deployer"]
     assert all(s["class"] == "release" and s["bytesRemaining"] == 64 * MIB for s in sessions)
@@ -135,3 +139,50 @@ def test_the_state_shows_classes_forecast_reasons_and_sessions(
     viewer = get(api_server, client, "/state", VIEWER_TOKEN).json()
     assert "activeSessions" not in viewer
     assert viewer["classes"]["bulk"]["notDraining"]["reason"] == "outside_window"
+
+
+def test_the_state_shows_idle_slots_and_the_accuracy_per_kind_of_client(
+    api_server: ApiServer, client: httpx.Client
+) -> None:
+    """Issue #28. One slot: an SDK client and curl wait behind its holder, are told
+    their starts; the holder finishes and the slot stays free 3 s until the SDK client
+    comes. Its wait is scored as a protocol client's; curl has not started."""
+    body = {"expectedRevision": 0, "sessions": 1}
+    assert client.put(api_server.url("/settings"), json=body, headers=headers()).is_success
+    scheduler = api_server.scheduler
+    assert scheduler is not None
+    holder = api_server.call(scheduler.admit(big("holder", "h")))
+    assert isinstance(holder, Admitted)
+    sdk = big("sdk-user", "s")
+    curl = replace(big("curl-user", "c"), download_id=None, client_address="198.51.100.7")
+    for waiter in (sdk, curl, sdk, curl):
+        assert isinstance(api_server.call(scheduler.admit(waiter)), Queued)
+
+    outcome = Delivered(holder.grant.byte_range)
+    api_server.call(scheduler.report(holder.grant, outcome))
+    api_server.clock.advance(3.0)
+    state = get(api_server, client, "/state").json()
+    assert state["idleSlots"] == {
+        "slots": 1,
+        "slotSeconds": 3.0,
+        "stretchSeconds": 3.0,
+        "longestStretchSeconds": 3.0,
+    }
+
+    api_server.call(scheduler.tick())
+    assert isinstance(api_server.call(scheduler.admit(sdk)), Admitted)
+    api_server.clock.advance(1.0)
+    state = get(api_server, client, "/state").json()
+    assert state["idleSlots"]["slots"] == 0
+    assert state["idleSlots"]["slotSeconds"] == 3.0
+    accuracy = state["estimateAccuracy"]
+    assert accuracy["scored"] == 1
+    assert set(accuracy["byClient"]) == {"protocol", "third_party"}
+    assert accuracy["byClient"]["protocol"]["scored"] == 1
+    assert accuracy["byClient"]["protocol"]["shareInsideInterval"] is not None
+    assert accuracy["byClient"]["third_party"] == {
+        "scored": 0,
+        "relativeErrorP50": None,
+        "relativeErrorP95": None,
+        "shareInsideInterval": None,
+    }

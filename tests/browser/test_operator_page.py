@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from playwright.sync_api import Page
+from playwright.sync_api import Page, Route
 
 from arkvory_sched.console import CONTENT_SECURITY_POLICY
 
@@ -72,6 +72,11 @@ def test_the_page_shows_the_queue_the_api_reports(page: Page, busy_demo: PageDem
     assert state["waiting"] >= 3 and state["active"] == 2, "the queue must be busy to mean much"
     figures = page.locator("[data-figure=slots] .value").inner_text()
     assert figures == f"{state['active']} / {state['sessions']}"
+    # Beside the slots, the slot time left free while someone waited (issue #28): with
+    # every slot held since the queue filled, none is idle now.
+    assert state["idleSlots"]["slots"] == 0
+    assert page.locator("[data-figure=idle] .value").inner_text().endswith(" s")
+    assert page.locator("[data-figure=idle] .detail").inner_text().startswith("none now · ")
     principals = page.locator("#sessions tbody td:first-child").all_inner_texts()
     assert sorted(principals) == sorted(s["principal"] for s in state["activeSessions"])
     # Every class with waiters says why it is not draining (all slots are held).
@@ -86,6 +91,50 @@ def test_the_page_shows_the_queue_the_api_reports(page: Page, busy_demo: PageDem
     # Nothing the page does needs an exception to its policy, and no script failed.
     refused = [text for text in complaints if "Content Security Policy" in text]
     assert refused == [] and not [text for text in complaints if "Error" in text], complaints
+
+
+def test_the_page_shows_the_accuracy_of_each_kind_of_client(
+    page: Page, busy_demo: PageDemo
+) -> None:
+    """Issue #28: the start estimates of protocol clients and of other tools apart. No
+    start happens in the busy demo while the tests run (nothing finishes), so the scores
+    are added to the API's real answer on its way to the page."""
+    by_client = {
+        "protocol": {
+            "scored": 90,
+            "relativeErrorP50": 0.06,
+            "relativeErrorP95": 0.2,
+            "shareInsideInterval": 0.97,
+        },
+        "third_party": {
+            "scored": 30,
+            "relativeErrorP50": 0.2,
+            "relativeErrorP95": 0.9,
+            "shareInsideInterval": 0.8,
+        },
+    }
+
+    def with_scores(route: Route) -> None:
+        response = route.fetch()
+        state = response.json()
+        state["estimateAccuracy"] = {
+            "scored": 120,
+            "relativeErrorP50": 0.08,
+            "relativeErrorP95": 0.41,
+            "shareInsideInterval": 0.925,
+            "byClient": by_client,
+        }
+        route.fulfill(response=response, json=state)
+
+    page.route("**/state", with_scores)
+    log_in(page, busy_demo)
+    wait_loaded(page)
+    accuracy = page.locator("[data-figure=accuracy]")
+    assert accuracy.locator(".value").inner_text() == "92.5 % inside"
+    protocol = accuracy.locator("[data-client=protocol]").inner_text()
+    third_party = accuracy.locator("[data-client=third_party]").inner_text()
+    assert protocol == "protocol clients 97 % inside, p95 20 % (90)"
+    assert third_party == "other tools 80 % inside, p95 90 % (30)"
 
 
 def test_a_viewer_sees_everything_read_only_and_cannot_save(

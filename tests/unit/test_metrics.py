@@ -24,6 +24,7 @@ from arkvory_sched import (
     Delivered,
     DownloadRequest,
     HistogramSnapshot,
+    IdleSlots,
     InMemoryDownloadScheduler,
     PrincipalKind,
     Queued,
@@ -348,6 +349,10 @@ FLEET_WIDE = {
     "preemptions_total",
     "delivery_rate_bytes_per_second",
     "queue_empty_in_seconds",
+    "idle_slot_seconds_total",
+    "idle_slots",
+    "idle_stretch_seconds",
+    "longest_idle_stretch_seconds",
 }
 
 
@@ -391,8 +396,8 @@ def test_help_text_says_whether_a_figure_is_fleet_wide_or_this_process() -> None
 
 def test_estimate_accuracy_is_exported_signed_relative_and_inside() -> None:
     scorer = EstimateScorer()
-    scorer.score(estimated_at=0.0, announced=100.0, started=95.0)  # early, inside ±12 s
-    scorer.score(estimated_at=0.0, announced=100.0, started=150.0)  # late, outside
+    scorer.score(estimated_at=0.0, announced=100.0, started=95.0, has_id=True)  # early, inside
+    scorer.score(estimated_at=0.0, announced=100.0, started=150.0, has_id=True)  # late
     stats = dataclasses.replace(_synthetic_stats(), estimate_accuracy=scorer.accuracy())
     exported = _exported(stats)
     # With negative buckets the exposition carries no _sum and _count (a sum of signed
@@ -406,6 +411,87 @@ def test_estimate_accuracy_is_exported_signed_relative_and_inside() -> None:
     assert (relative.count, relative.total) == (2, 0.55)
     text = generate_latest_of(stats)
     assert value(samples(text), "estimate_inside_interval_total") == 1
+
+
+def test_estimate_accuracy_is_exported_per_kind_of_client_beside_the_totals() -> None:
+    """Issue #28: a protocol client's waits and a third-party tool's are exported each
+    under its ``client`` label, and the unlabelled totals still count them all."""
+    scorer = EstimateScorer()
+    scorer.score(estimated_at=0.0, announced=100.0, started=95.0, has_id=True)  # inside
+    scorer.score(estimated_at=0.0, announced=100.0, started=150.0, has_id=False)  # 50 s late
+    scorer.score(estimated_at=0.0, announced=10.0, started=10.0, has_id=False)  # exact
+    stats = dataclasses.replace(
+        _synthetic_stats(),
+        estimate_error_seconds=scorer.absolute().snapshot(),
+        estimate_accuracy=scorer.accuracy(),
+        estimate_accuracy_by_client=scorer.accuracy_by_client(),
+    )
+    exported = _exported(stats)
+    found = samples(generate_latest_of(stats))
+    protocol, third_party = {"client": "protocol"}, {"client": "third_party"}
+    absolute = exported[P + "client_estimate_error_seconds"]
+    assert histogram(absolute, protocol).total == 5.0
+    assert (histogram(absolute, third_party).count, histogram(absolute, third_party).total) == (
+        2,
+        50.0,
+    )
+    relative = exported[P + "client_estimate_relative_error"]
+    assert histogram(relative, third_party).total == pytest.approx(0.5)
+    signed = {
+        (sample.labels["client"], sample.labels["le"]): sample.value
+        for sample in exported[P + "client_estimate_signed_error_seconds"].samples
+    }
+    assert (signed["protocol", "-2.0"], signed["protocol", "+Inf"]) == (1, 1)
+    assert (signed["third_party", "0.0"], signed["third_party", "+Inf"]) == (1, 2)
+    assert value(found, "client_estimate_inside_interval_total", protocol) == 1
+    assert value(found, "client_estimate_inside_interval_total", third_party) == 1
+    assert value(found, "estimate_inside_interval_total") == 2
+    assert histogram(exported[P + "estimate_error_seconds"]).count == 3
+
+
+def test_every_kind_of_client_has_its_series_before_any_score() -> None:
+    found = samples(generate_latest_of(_synthetic_stats()))
+    for kind in ("protocol", "third_party"):
+        labels = {"client": kind}
+        assert value(found, "client_estimate_inside_interval_total", labels) == 0
+        assert value(found, "client_estimate_error_seconds_count", labels) == 0
+
+
+def test_idle_slots_are_exported_fleet_wide() -> None:
+    idle = IdleSlots(slots=2, slot_seconds=7.5, stretch_seconds=1.25, longest_stretch_seconds=4.0)
+    found = samples(generate_latest_of(dataclasses.replace(_synthetic_stats(), idle_slots=idle)))
+    assert value(found, "idle_slot_seconds_total") == 7.5
+    assert value(found, "idle_slots") == 2
+    assert value(found, "idle_stretch_seconds") == 1.25
+    assert value(found, "longest_idle_stretch_seconds") == 4.0
+
+
+@pytest.mark.anyio
+async def test_a_scraped_scheduler_counts_the_slot_left_free_while_someone_waits() -> None:
+    """Two slots held, carol waits: nothing idles. Alice finishes and her slot stays free
+    for 4 s until carol comes for it: 4 slot-seconds, one stretch of 4 s."""
+    clock = FakeClock()
+    scheduler = new_scheduler(clock)
+    alice = await grant_of(scheduler, request("alice", "app-2.4.iso"))
+    await grant_of(scheduler, request("bob", "dataset.tar"))
+    carol = request("carol", "app-2.4.iso")
+    await wait_of(scheduler, carol)
+    clock.advance(10)
+    found = samples((await scrape(metrics_app(scheduler))).text)
+    assert value(found, "idle_slot_seconds_total") == 0.0
+    await scheduler.report(alice.grant, Delivered(alice.grant.byte_range))
+    clock.advance(4)
+    found = samples((await scrape(metrics_app(scheduler))).text)
+    assert value(found, "idle_slots") == 1
+    assert value(found, "idle_slot_seconds_total") == pytest.approx(4.0)
+    assert value(found, "idle_stretch_seconds") == pytest.approx(4.0)
+    await scheduler.tick()
+    await grant_of(scheduler, carol)
+    clock.advance(3)
+    found = samples((await scrape(metrics_app(scheduler))).text)
+    assert value(found, "idle_slots") == 0
+    assert value(found, "idle_slot_seconds_total") == pytest.approx(4.0)
+    assert value(found, "longest_idle_stretch_seconds") == pytest.approx(4.0)
 
 
 @pytest.mark.anyio

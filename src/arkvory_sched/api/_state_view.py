@@ -1,4 +1,4 @@
-"""The queue state as JSON (R-VIS-2): per class, the forecast, accuracy, active sessions.
+"""The queue state as JSON (R-VIS-2): per class, the forecast, accuracy, idle slots, sessions.
 
 Built from one :class:`QueueState` snapshot and the settings in force; the forecast
 and the reasons are the policy's pure functions (:mod:`arkvory_sched.policy`), so this
@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 
 from .._classes import DownloadClass
+from .._model import EstimateAccuracy
 from .._queue_state import ActiveSession, QueueState
 from ..observability import histogram_quantile
 from ..policy import ClassWork, forecast_empty, stall_reason
@@ -76,6 +77,7 @@ def state_document(
             },
         }
     accuracy = stats.estimate_accuracy
+    idle = stats.idle_slots
     document: dict[str, object] = {
         "at": rfc3339(now),
         "strategy": stats.strategy,
@@ -92,16 +94,33 @@ def state_document(
             if forecast.empties_at is None
             else round(max(0.0, forecast.empties_at - now), 1),
         },
-        "estimateAccuracy": {
-            "scored": accuracy.scored,
-            "relativeErrorP50": _rounded(histogram_quantile(accuracy.relative_error, 0.5)),
-            "relativeErrorP95": _rounded(histogram_quantile(accuracy.relative_error, 0.95)),
-            "shareInsideInterval": _rounded(accuracy.share_inside),
+        "estimateAccuracy": _accuracy(accuracy)
+        | {
+            "byClient": {
+                kind.value: _accuracy(part)
+                for kind, part in sorted(stats.estimate_accuracy_by_client.items())
+            }
+        },
+        "idleSlots": {
+            "slots": idle.slots,
+            "slotSeconds": round(idle.slot_seconds, 3),
+            "stretchSeconds": round(idle.stretch_seconds, 3),
+            "longestStretchSeconds": round(idle.longest_stretch_seconds, 3),
         },
     }
     if with_sessions:
         document["activeSessions"] = _sessions(state.active_sessions)
     return document
+
+
+def _accuracy(accuracy: EstimateAccuracy) -> dict[str, object]:
+    """How true the announced starts of some waits were, as the page shows it."""
+    return {
+        "scored": accuracy.scored,
+        "relativeErrorP50": _rounded(histogram_quantile(accuracy.relative_error, 0.5)),
+        "relativeErrorP95": _rounded(histogram_quantile(accuracy.relative_error, 0.95)),
+        "shareInsideInterval": _rounded(accuracy.share_inside),
+    }
 
 
 def _sessions(sessions: Iterable[ActiveSession]) -> list[dict[str, object]]:

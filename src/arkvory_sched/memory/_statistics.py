@@ -83,6 +83,8 @@ class Statistics:
             rejections_total=_merged(counters.rejections, requests.rejections),
             estimate_error_seconds=counters.estimates.absolute().snapshot(),
             estimate_accuracy=counters.estimates.accuracy(),
+            estimate_accuracy_by_client=counters.estimates.accuracy_by_client(),
+            idle_slots=table.idle.figures(now),
             last_tick_seconds=counters.last_tick_seconds,
             delivery_rate=rate.measured,
             queue_empty_in_seconds=empty_in,

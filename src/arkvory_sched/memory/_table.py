@@ -10,7 +10,9 @@ other parts read these attributes; they change them only through the transitions
 
 It also holds the little state the transitions and the tick share: the mark epoch and
 the free slots at the last marking (R-SESS-12), the session asked to yield
-(R-PREEMPT-1), when a slot was last released, and whether the store is closed.
+(R-PREEMPT-1), when a slot was last released, whether the store is closed, and the
+count of slots left free while someone waits (``idle``, issue #28), which every
+transition that moves a count keeps exact.
 """
 
 from __future__ import annotations
@@ -20,13 +22,17 @@ import math
 
 from .._clock import Clock
 from .._early_polls import EarlyPolls
+from ..measures import IdleRecord
 from ..policy import (
     CLASS_COUNT,
     NEWCOMER_CHECK_SECONDS,
     PAUSE_RETENTION_SECONDS,
+    ClassGate,
     Strategy,
     class_ages,
+    current_gate,
     no_show_at,
+    usable_free_slots,
 )
 from ..settings import SchedulerSettings
 from ._counters import Counters
@@ -52,11 +58,11 @@ class SessionTable:
     wait of each activation, the score of its first estimate and each completion.
     """
 
-    __slots__ = ("_clock", "_counters", "_early", "active", "active_by_class",
-                 "active_interactive", "closed", "deadlines", "free_at_mark", "last_release",
-                 "mark_epoch", "paused_by_class", "pending_yield", "principals", "queue",
-                 "sessions", "settings", "under_share_waiting", "waiting_by_class",
-                 "waiting_bytes")  # fmt: skip
+    __slots__ = ("_clock", "_counters", "_early", "_gate", "active", "active_by_class",
+                 "active_interactive", "closed", "deadlines", "free_at_mark", "idle",
+                 "last_release", "mark_epoch", "paused_by_class", "pending_yield",
+                 "principals", "queue", "sessions", "settings", "under_share_waiting",
+                 "waiting_by_class", "waiting_bytes")  # fmt: skip
 
     def __init__(
         self,
@@ -89,6 +95,8 @@ class SessionTable:
         self.pending_yield: Session | None = None
         self.last_release = -math.inf
         self.closed = False
+        self.idle = IdleRecord(clock.monotonic())
+        self._gate: ClassGate | None = None  # the windows' verdict, for the idle slots
 
     def configure(self, settings: SchedulerSettings) -> None:
         """Re-key the queue and the share count for ``settings``; new marks from now on."""
@@ -107,6 +115,7 @@ class SessionTable:
             self.pending_yield.blocked_by = None
             self.pending_yield = None
         self.mark_epoch += 1
+        self.note_idle()
 
     # ================================================================ sessions
     def principal_record(self, name: str) -> PrincipalRecord:
@@ -143,6 +152,7 @@ class SessionTable:
         self.waiting_by_class[session.base_class.rank] += 1
         self.waiting_bytes += session.object_size
         self.deadlines.schedule(session, session.no_show_at)
+        self.note_idle()
 
     def dequeue(self, session: Session, granted: bool = False) -> None:
         principal = session.principal
@@ -156,6 +166,8 @@ class SessionTable:
         self.waiting_by_class[session.base_class.rank] -= 1
         self.waiting_bytes -= session.object_size
         self.deadlines.cancel(session)
+        if not granted:  # a grant counts the slot it takes, in activate
+            self.note_idle()
 
     def activate(self, session: Session, now: float) -> None:
         self.dequeue(session, granted=True)
@@ -180,7 +192,9 @@ class SessionTable:
         counters = self._counters
         counters.wait_histograms[rank].observe(max(0.0, now - session.waiting_since))
         if session.first_estimate is not None:
-            counters.estimates.score(session.first_estimate_at, session.first_estimate, now)
+            counters.estimates.score(
+                session.first_estimate_at, session.first_estimate, now, has_id=session.has_id
+            )
             session.first_estimate = None
         pending = self.pending_yield
         if pending is not None and pending.blocked_by is session:
@@ -188,6 +202,7 @@ class SessionTable:
             pending.yield_requested = False
             pending.blocked_by = None
             self.pending_yield = None
+        self.note_idle()
 
     def _release_slot(self, session: Session) -> None:
         del self.active[session.key]
@@ -202,6 +217,7 @@ class SessionTable:
             self.active_interactive -= 1
         if self.pending_yield is session:
             self.pending_yield = None
+        self.note_idle()
 
     def pause(self, session: Session, now: float) -> None:
         """R-SESS-9/10: free the slot but keep arrival and delivered ranges for 10 minutes."""
@@ -253,6 +269,32 @@ class SessionTable:
         principal.owned.pop(session, None)
         if principal.sessions == 0:
             del self.principals[principal.name]
+
+    def note_idle(self) -> None:
+        """Count the slots left free while someone waits up to now, and go on with the
+        count as it is now (issue #28): called by every transition that changes the
+        waiting or active counts, and by the tick (a class's window opens or closes
+        with time). The clock is read only when the count changes, so a full queue
+        with every slot held costs a comparison."""
+        settings = self.settings
+        idle = 0
+        if self.queue and len(self.active) < settings.sessions:
+            room: list[int | None] = []
+            if settings.class_windows:
+                self._gate = current_gate(
+                    self._gate, settings.class_windows, settings.sessions, self._clock.wall()
+                )
+                room = self._gate.room(self.active_by_class)
+            idle = usable_free_slots(
+                sessions=settings.sessions,
+                reserve=settings.reserve,
+                active=len(self.active),
+                active_interactive=self.active_interactive,
+                waiting_by_class=self.waiting_by_class,
+                room=room,
+            )
+        if idle != self.idle.slots:
+            self.idle = self.idle.after(self._clock.monotonic(), idle)
 
     # ================================================================ introspection
     def debug_invariants(self) -> list[str]:

@@ -68,6 +68,9 @@ class Tick:
     def tick(self) -> TickOutcome:
         """Expire, release idle slots, age, preempt, mark (R-RES-2)."""
         now = self._clock.monotonic()
+        # The transitions keep the idle slots' count; only a window that opened or
+        # closed since is left for the tick to notice (issue #28).
+        self._table.note_idle()
         expired = self._expire(now)
         idle = self._release_idle(now)
         promoted = self._table.queue.promote_aged(now)

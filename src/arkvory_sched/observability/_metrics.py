@@ -1,8 +1,9 @@
 """Prometheus metrics read from the scheduler's aggregates at scrape time (R-VIS-3).
 
 Nothing on the request path touches a metrics library: the scheduler already counts
-what operators need (sessions per class and state, waits, no-shows, estimate error,
-preemptions, rejections, tick duration) and returns it from ``stats()``. This module
+what operators need (sessions per class and state, waits, no-shows, estimate error in
+total and per kind of client, slots left idle while someone waits, preemptions,
+rejections, tick duration) and returns it from ``stats()``. This module
 turns one such snapshot into metric families when Prometheus scrapes.
 
 ``stats()`` is async (the PostgreSQL implementation queries the database) while a
@@ -106,6 +107,46 @@ _CATALOGUE: dict[str, _Family] = {
     "estimate_inside_interval_total": _Family(
         CounterMetricFamily, "Starts inside the interval announced with their estimate."
     ),
+    # The four above split by the kind of client that waited (issue #28): `protocol`
+    # sent a download id, `third_party` did not (curl, wget, a browser).
+    "client_estimate_error_seconds": _Family(
+        HistogramMetricFamily,
+        "Absolute difference between first estimated and actual start, by kind of client.",
+        ("client",),
+    ),
+    "client_estimate_signed_error_seconds": _Family(
+        HistogramMetricFamily,
+        "Actual minus announced start, per wait, by kind of client.",
+        ("client",),
+    ),
+    "client_estimate_relative_error": _Family(
+        HistogramMetricFamily,
+        "Absolute start error over the announced wait, per wait, by kind of client.",
+        ("client",),
+    ),
+    "client_estimate_inside_interval_total": _Family(
+        CounterMetricFamily,
+        "Starts inside the interval announced with their estimate, by kind of client.",
+        ("client",),
+    ),
+    "idle_slot_seconds_total": _Family(
+        CounterMetricFamily,
+        "Slot-seconds a slot a waiter could take stayed free while someone waited.",
+        fleet=True,
+    ),
+    "idle_slots": _Family(
+        GaugeMetricFamily, "Free slots a waiter could take, while someone waits.", fleet=True
+    ),
+    "idle_stretch_seconds": _Family(
+        GaugeMetricFamily,
+        "Length of the current stretch with an idle slot while someone waits, or the last one.",
+        fleet=True,
+    ),
+    "longest_idle_stretch_seconds": _Family(
+        GaugeMetricFamily,
+        "The longest stretch with an idle slot while someone waited, since the start.",
+        fleet=True,
+    ),
     "held_requests": _Family(
         GaugeMetricFamily, "Requests without a download id held by the server before queueing."
     ),
@@ -208,6 +249,11 @@ def _fleet_families(stats: SchedulerStats) -> Iterator[Metric]:
     empty_in = stats.queue_empty_in_seconds
     if empty_in is not None and math.isfinite(empty_in):
         yield _gauge("queue_empty_in_seconds", empty_in)
+    idle = stats.idle_slots
+    yield _counter("idle_slot_seconds_total", idle.slot_seconds)
+    yield _gauge("idle_slots", idle.slots)
+    yield _gauge("idle_stretch_seconds", idle.stretch_seconds)
+    yield _gauge("longest_idle_stretch_seconds", idle.longest_stretch_seconds)
 
 
 def _process_families(stats: SchedulerStats) -> Iterator[Metric]:
@@ -238,6 +284,7 @@ def _process_families(stats: SchedulerStats) -> Iterator[Metric]:
         family.add_metric([], _buckets(snapshot), snapshot.total)
         yield family
     yield _counter("estimate_inside_interval_total", accuracy.inside_interval)
+    yield from _client_estimate_families(stats)
 
     yield _gauge("tick_duration_seconds", stats.last_tick_seconds)
     yield _gauge("per_request_active", stats.request_active)
@@ -246,6 +293,30 @@ def _process_families(stats: SchedulerStats) -> Iterator[Metric]:
     strategy = _gauge("strategy")
     strategy.add_metric([stats.strategy, stats.admission], 1.0)
     yield strategy
+
+
+def _client_estimate_families(stats: SchedulerStats) -> Iterator[Metric]:
+    """The estimate accuracy per kind of client, every kind with its series."""
+    histograms = {
+        key: _histogram(key)
+        for key in (
+            "client_estimate_error_seconds",
+            "client_estimate_signed_error_seconds",
+            "client_estimate_relative_error",
+        )
+    }
+    inside = _counter("client_estimate_inside_interval_total")
+    for kind, accuracy in sorted(stats.estimate_accuracy_by_client.items()):
+        label = [kind.value]
+        for key, snapshot in (
+            ("client_estimate_error_seconds", accuracy.absolute_error_seconds),
+            ("client_estimate_signed_error_seconds", accuracy.signed_error_seconds),
+            ("client_estimate_relative_error", accuracy.relative_error),
+        ):
+            histograms[key].add_metric(label, _buckets(snapshot), snapshot.total)
+        inside.add_metric(label, float(accuracy.inside_interval))
+    yield from histograms.values()
+    yield inside
 
 
 def metrics_app(

@@ -128,6 +128,7 @@ from ._slots import (
     over_share_with_contenders,
     overdue_slot_may_be_taken,
     slot_free_for,
+    usable_free_slots,
 )
 from ._windows import (
     WEEKDAYS,
@@ -240,6 +241,7 @@ __all__ = [
     "strides_of",
     "take_room",
     "ticket_arrival",
+    "usable_free_slots",
     "uses_sessions",
     "validated_download_id",
     "wall_instant",

@@ -1,7 +1,8 @@
 """Who may take a slot, whom to mark for the next free ones, and who yields to whom.
 
 R-CLASS-3 (the interactive reserve), R-CLASS-5 (the per-principal share with
-contenders), R-SESS-12 (the marking budget and the back-up grace) and R-PREEMPT-1..3.
+contenders), R-SESS-12 (the marking budget and the back-up grace), R-PREEMPT-1..3, and
+which free slots a waiter could take (the idle slots of issue #28).
 Each store gathers the counts (live counters in memory, rows on PostgreSQL) and asks
 these functions; none of them reads a clock: ``now`` comes in.
 """
@@ -12,6 +13,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple, Protocol, TypeVar
 
+from .._classes import DownloadClass
 from ._constants import (
     BACKUP_GRACE_SECONDS,
     FINISHING_SOON_SECONDS,
@@ -34,9 +36,12 @@ __all__ = [
     "over_share_with_contenders",
     "overdue_slot_may_be_taken",
     "slot_free_for",
+    "usable_free_slots",
 ]
 
 T = TypeVar("T")
+
+_INTERACTIVE_RANK = DownloadClass.INTERACTIVE.rank
 
 
 def over_share_with_contenders(principal_active: int, per_principal: int, contenders: bool) -> bool:
@@ -62,6 +67,42 @@ def slot_free_for(
     if not interactive and active - active_interactive >= sessions - reserve:
         return False
     return not over_share
+
+
+def usable_free_slots(
+    *,
+    sessions: int,
+    reserve: int,
+    active: int,
+    active_interactive: int,
+    waiting_by_class: Sequence[int],
+    room: Sequence[int | None] = (),
+) -> int:
+    """How many free slots some waiting session could take now (issue #28): the slots
+    left idle while someone waits. 0 when nobody waits or every slot is held.
+
+    ``waiting_by_class`` counts the waiters by base class rank. A slot counts when some
+    waiting class may take it: the interactive reserve only for a waiting interactive
+    session (R-CLASS-3), and for a class outside its windows only as many as it may
+    still take there (``room``, :meth:`ClassGate.room`; none given: no windows,
+    R-WIN-2). The per-principal share (R-CLASS-5) and a yielder's block (R-PREEMPT-2)
+    are left out: while they bind, another waiter — the contender, the head — may take
+    the slot, so it is idle all the same.
+    """
+    free = sessions - active
+    if free <= 0:
+        return 0
+    free_noninteractive = min(free, max(0, sessions - reserve - (active - active_interactive)))
+    usable = 0
+    for rank, waiting in enumerate(waiting_by_class):
+        if not waiting:
+            continue
+        slots = free if rank == _INTERACTIVE_RANK else free_noninteractive
+        limit = room[rank] if room else None
+        if limit is not None:
+            slots = min(slots, limit)
+        usable = max(usable, slots)
+    return usable
 
 
 def finishing_soon(remaining: int, per_session_rate: float, yield_requested: bool) -> bool:

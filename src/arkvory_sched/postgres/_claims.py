@@ -163,7 +163,9 @@ class Claims:
         """A slot this process just claimed: its wait is measured, its lease trusted.
 
         ``claimed`` is the claim (``CLAIM_SLOT``'s row, or ``admit_session``'s, which is
-        also ``session``); ``session`` gives the class, size and arrival.
+        also ``session``); ``session`` gives the class, size and arrival. A wait with a
+        first estimate is scored for its kind of client (``has_id``, which only
+        ``CLAIM_SLOT`` returns: a newcomer ``admit_session`` starts had no estimate).
         """
         cls = DownloadClass.by_rank(session["base_class"])
         self._early.forget(key)
@@ -171,7 +173,9 @@ class Claims:
         first_estimate = claimed["first_estimate"]
         estimated_at = claimed.get("first_estimate_at")
         if first_estimate is not None and estimated_at is not None:
-            self._meters.estimates.score(estimated_at, first_estimate, now)
+            self._meters.estimates.score(
+                estimated_at, first_estimate, now, has_id=claimed["has_id"]
+            )
         return self._leases.remember(
             key,
             slot_no=claimed["slot_no"],

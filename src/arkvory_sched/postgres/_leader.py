@@ -46,6 +46,7 @@ from ..policy import (
 from ..settings import SchedulerSettings, Strategy
 from . import _sql as sql
 from . import _sql_tick as tick_sql
+from ._idle_slots import IdleSlotCount
 from ._leader_aging import WindowView, entered_empty, promote_aged
 
 __all__ = ["LeaderOutcome", "QueueLeader"]
@@ -116,6 +117,7 @@ class QueueLeader:
         # The seconds this leader saw the slots busy: only they are read into the
         # fleet's rate (ADR 0034). A new leader starts without any, on the stored rate.
         self._busy = BusySeconds()
+        self._idle = IdleSlotCount(stale_after=lease_seconds)  # issue #28
 
     @property
     def is_leader(self) -> bool:
@@ -220,6 +222,7 @@ class QueueLeader:
             yielding: bytes | None = None
             if settings.preempt and settings.strategy is not Strategy.SHARED and not closed:
                 yielding = await self._maybe_preempt(conn, settings, now, idle_classes, gate)
+            last_writes.append(await self._idle.count(conn, settings, gate, now))
             for statement, arguments in last_writes:
                 await conn.execute(statement, *arguments)
         if reaped or released:

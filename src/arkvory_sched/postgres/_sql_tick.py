@@ -1,7 +1,8 @@
-"""The SQL of the leader's tick by name: an index of ``sql/tick.sql``.
+"""The SQL of the leader's tick by name: an index of ``sql/tick.sql`` and ``sql/idle.sql``.
 
-Reaping, idle release, expiry, aging, marks. Split from ``_sql`` (the statements of
-admissions, deliveries and the fleet) by who runs them; its conventions hold here too.
+Reaping, idle release, expiry, aging, marks, the idle slots' count. Split from ``_sql``
+(the statements of admissions, deliveries and the fleet) by who runs them; its
+conventions hold here too.
 ``SET_MARKS`` and ``COUNT_EXPIRIES``, also in ``tick.sql``, are indexed there.
 """
 
@@ -31,3 +32,5 @@ PASSES_AND_GLOBAL: Final = statement("passes_and_global")
 CLEAR_MARKS: Final = statement("clear_marks")
 STORE_MARKS: Final = statement("store_marks")
 HEADS_OF_CLASS: Final = statement("heads_of_class")
+IDLE_SLOT_COUNTS: Final = statement("idle_slot_counts")
+STORE_IDLE_SLOTS: Final = statement("store_idle_slots")

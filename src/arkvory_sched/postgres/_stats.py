@@ -20,6 +20,7 @@ from ..settings import Strategy
 from . import _sql as sql
 from . import _sql_tick as tick_sql
 from ._boundary import Connections
+from ._idle_slots import idle_slots_of
 from ._leader import QueueLeader
 from ._meters import Meters
 from ._running import Running
@@ -115,6 +116,8 @@ class Statistics:
             rejections_total=rejections,
             estimate_error_seconds=meters.estimates.absolute().snapshot(),
             estimate_accuracy=meters.estimates.accuracy(),
+            estimate_accuracy_by_client=meters.estimates.accuracy_by_client(),
+            idle_slots=idle_slots_of(counters),
             reports_fleet_figures=self._leader.is_leader,
             last_tick_seconds=meters.last_tick_seconds,
             delivery_rate=rate.measured,

@@ -19,13 +19,14 @@ export function reasonText(notDraining, now) {
   return `${text}; opens ${clock(notDraining.nextOpening, now)} (${relative(notDraining.nextOpening, now)})`;
 }
 
-function figure(label, value, detail, testId) {
+function figure(label, value, detail, testId, more = null) {
   return el(
     "div",
     { className: "figure", "data-figure": testId },
     el("div", { className: "label", text: label }),
     el("div", { className: "value", text: value }),
     detail ? el("div", { className: "detail", text: detail }) : null,
+    more,
   );
 }
 
@@ -45,6 +46,22 @@ function forecastFigure(state, now) {
   );
 }
 
+const CLIENT_KINDS = { protocol: "protocol clients", third_party: "other tools" };
+
+/** The accuracy of each kind of client: protocol clients send a download id, other
+ * tools (curl, wget, browsers) do not; the totals alone could hide either. */
+function clientAccuracy(accuracy) {
+  const byClient = accuracy.byClient || {};
+  const parts = Object.entries(CLIENT_KINDS).map(([kind, name]) => {
+    const part = byClient[kind] || {};
+    const text = part.scored
+      ? `${name} ${percent(part.shareInsideInterval)} inside, p95 ${percent(part.relativeErrorP95)} (${part.scored})`
+      : `${name} not scored`;
+    return el("span", { "data-client": kind, text });
+  });
+  return el("div", { className: "detail", "data-detail": "clients" }, parts[0], " · ", parts[1]);
+}
+
 function accuracyFigure(state) {
   const accuracy = state.estimateAccuracy || {};
   if (!accuracy.scored) {
@@ -55,7 +72,18 @@ function accuracyFigure(state) {
     `${percent(accuracy.shareInsideInterval)} inside`,
     `error median ${percent(accuracy.relativeErrorP50)}, p95 ${percent(accuracy.relativeErrorP95)} · ${accuracy.scored} starts`,
     "accuracy",
+    clientAccuracy(accuracy),
   );
+}
+
+/** Slot time left unused while someone waited: free slots a waiter could have taken. */
+function idleFigure(state) {
+  const idle = state.idleSlots || {};
+  const longest = `longest stretch ${duration(idle.longestStretchSeconds)}`;
+  const now = idle.slots
+    ? `${idle.slots} free now, for ${duration(idle.stretchSeconds)}`
+    : "none now";
+  return figure("Idle while waiting", duration(idle.slotSeconds), `${now} · ${longest}`, "idle");
 }
 
 /** The headline figures. */
@@ -63,6 +91,7 @@ export function renderFigures(container, state, now) {
   fill(
     container,
     figure("Slots in use", `${state.active} / ${state.sessions}`, `${state.paused} paused`, "slots"),
+    idleFigure(state),
     figure("Waiting", String(state.waiting), `strategy ${state.strategy}`, "waiting"),
     figure("Delivery rate", rate(state.deliveryRate), "the rate the forecast uses", "rate"),
     forecastFigure(state, now),

@@ -75,6 +75,9 @@ LEFT JOIN (SELECT base_class, state, sum(delta) AS n,
     ON q.base_class = t.base_class AND q.state = t.state
 
 -- name: counters
+-- With the idle slots as the leader's last tick stored them (migration 0015).
 SELECT completed_total, no_shows_total, idle_releases_total, reaped_total, fleet_rate,
-       finish_table, preemptions_total
+       finish_table, preemptions_total,
+       idle_sampled_at, idle_slots, idle_slot_seconds, idle_stretch_since,
+       idle_last_stretch, idle_longest_stretch
 FROM queue_state

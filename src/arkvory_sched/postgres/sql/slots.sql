@@ -44,6 +44,8 @@ SELECT * FROM admit_session(
 -- $8, when not NULL, is how many slots the session's base class $9 may hold: its
 -- share outside its windows (R-WIN-2), counted over the held slots (at most
 -- `sessions` rows). Concurrent claims of such a class take lock_class_claims first.
+-- has_id tells whose estimate the wait scores: a protocol client's or a third-party
+-- tool's (issue #28).
 WITH above AS (
     SELECT count(*) AS held FROM download_slot WHERE slot_no >= $2 AND session_key IS NOT NULL
 ), free AS (
@@ -70,11 +72,11 @@ WITH above AS (
         last_activity = $7, interrupted = false
     FROM claimed WHERE d.session_key = $1
     RETURNING d.queue_rank, d.order_key, d.waiting_since, d.first_estimate,
-              d.first_estimate_at
+              d.first_estimate_at, d.has_id
 )
 SELECT claimed.slot_no, claimed.lease_token, claimed.lease_left,
        activated.queue_rank, activated.order_key, activated.waiting_since,
-       activated.first_estimate, activated.first_estimate_at
+       activated.first_estimate, activated.first_estimate_at, activated.has_id
 FROM claimed, activated
 
 -- name: lock_class_claims

@@ -19,6 +19,7 @@ from arkvory_sched import (
     DownloadScheduler,
     EstimateAccuracy,
     HistogramSnapshot,
+    IdleSlots,
     Interrupted,
     InvalidRequestError,
     PrincipalKind,
@@ -106,7 +107,7 @@ def _leaves(value: object, path: str = "stats") -> list[tuple[str, object]]:
     """Every leaf of a stats value; only aggregates may appear (R-VIS-4)."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         assert isinstance(
-            value, SchedulerStats | ClassStats | HistogramSnapshot | EstimateAccuracy
+            value, SchedulerStats | ClassStats | HistogramSnapshot | EstimateAccuracy | IdleSlots
         ), path
         found: list[tuple[str, object]] = []
         for item in dataclasses.fields(value):
