@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import heapq
 import random
+from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
@@ -135,12 +136,16 @@ class LinkSimulation:
         slots: int = 0,
         hold_seconds: float = 0.0,
         hold_limit: int = 0,
+        serial: bool = False,
     ) -> None:
         """``estimate_after``: a client's estimate is the first one with a position it
         is told at or after this time (a window's opening, say), not before.
         ``slots``: the usable slots, for the idle-slot measure (0: not measured).
         ``hold_seconds``/``hold_limit``: the middleware's hold of requests without an
-        id (``SchedulerSettings.hold_seconds``, at most ``transfer_queue_limit`` held)."""
+        id (``SchedulerSettings.hold_seconds``, at most ``transfer_queue_limit`` held).
+        ``serial``: decide requests one at a time, in the order they were sent. A store
+        that answers over the network would otherwise decide simultaneous requests in
+        the order its connections happen to answer, and no two runs would be alike."""
         self._scheduler = (
             scheduler if isinstance(scheduler, DownloadScheduler) else scheduler(self.virtual_wait)
         )
@@ -173,6 +178,9 @@ class LinkSimulation:
         self._held: dict[int, _Client] = {}  # id(client) -> client, in the order held
         self._asking = 0  # requests being decided and not parked on simulated time
         self._answered: anyio.Event | None = None
+        self._serial = serial
+        self._sent: deque[_Client] = deque()  # serial: requests not yet decided
+        self._sent_event = anyio.Event()
         self._now = 0.0
         self._busy_while_waiting = 0.0
         self._waiting_time = 0.0
@@ -235,12 +243,26 @@ class LinkSimulation:
         assert self._tasks is not None
         client.asking = True
         self._asking += 1
-        self._tasks.start_soon(self._request, client)
+        if self._serial:
+            self._sent.append(client)
+            self._sent_event.set()
+        else:
+            self._tasks.start_soon(self._request, client)
+
+    async def _decide_in_order(self) -> None:
+        """Serial mode: one request at a time, in the order the clients sent them."""
+        while True:
+            while self._sent:
+                await self._request(self._sent.popleft())
+            self._sent_event = anyio.Event()
+            await self._sent_event.wait()
 
     # ------------------------------------------------------------------ running
     async def run(self) -> SimulationRun:
         async with anyio.create_task_group() as tasks:
             self._tasks = tasks
+            if self._serial:
+                tasks.start_soon(self._decide_in_order)
             outcome = await self._run()
             tasks.cancel_scope.cancel()
         return outcome
