@@ -145,7 +145,9 @@ class LinkSimulation:
         id (``SchedulerSettings.hold_seconds``, at most ``transfer_queue_limit`` held).
         ``serial``: decide requests one at a time, in the order they were sent. A store
         that answers over the network would otherwise decide simultaneous requests in
-        the order its connections happen to answer, and no two runs would be alike."""
+        the order its connections happen to answer, and no two runs would be alike.
+        Meant for session admissions: a request the store itself holds (the per-request
+        queue's wait) would hold every request behind it."""
         self._scheduler = (
             scheduler if isinstance(scheduler, DownloadScheduler) else scheduler(self.virtual_wait)
         )

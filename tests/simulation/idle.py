@@ -3,7 +3,9 @@
 A slot is idle when fewer download sessions hold one than the link has usable slots,
 as the clients see it: a slot the scheduler marked for a waiter who has not come yet is
 idle too, since nothing flows through it. Counted only while some client that has
-arrived has not started, because a slot idle with nobody waiting is no loss.
+arrived has not started, because a slot idle with nobody waiting is no loss. A session
+counts from its client's first admission to its last byte: right for a crowd in one
+class, where nothing is preempted.
 """
 
 from __future__ import annotations
