@@ -1,7 +1,8 @@
 """One run of the gate: a configuration's processes started, a crowd run through them, stopped.
 
-Apart from the crowd it runs, so that another crowd meets the same servers, link,
-HAProxy and sampling, and differs only in who downloads.
+Shared by the SDK crowd (:mod:`benchmarks.gate`) and the mixed crowd of SDK and curl
+clients (:mod:`benchmarks._gate_mixed`), so both meet the same servers, link, HAProxy
+and sampling, and differ only in who downloads.
 """
 
 from __future__ import annotations

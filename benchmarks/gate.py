@@ -18,8 +18,16 @@ server sends through, since Debian 12's HAProxy has no bandwidth filter) to:
 Each configuration is measured against the ideal oracle of the simulation
 (``tests.simulation.engine.oracle_completions``) for the arrivals the crowd really had,
 and the targets of issue #20 are asserted (PASS/FAIL, exit status 1 on a FAIL).
-``--quick`` runs all three at a small scale (about two minutes) and writes no results; the
-full run takes about 13 minutes on this 2-CPU machine.
+
+Then the mixed crowd (:mod:`benchmarks._gate_mixed`, issue #28): the same arrivals, over
+a third of them real ``curl`` processes without a download id, through ``memory`` and
+``postgres`` (without the fault), each once with the link's rate told to the scheduler
+and once without; the targets of issue #28 per kind of client. ``--crowd sdk`` or
+``--crowd mixed`` runs one of the two.
+
+``--quick`` runs them at a small scale (about two minutes per crowd) and writes no
+results; the full run takes about 13 minutes for the SDK crowd and 14 for the mixed one on
+this 2-CPU machine. Each crowd rewrites its own section of RESULTS.md.
 """
 
 from __future__ import annotations
@@ -38,6 +46,7 @@ from tests.simulation.engine import ClientSpec, oracle_completions
 from arkvory_sched import PrincipalKind
 from arkvory_sched.demo import create_example
 from benchmarks._gate_fleet import Fleet
+from benchmarks._gate_mixed import MIX, mixed_section, mixed_targets, run_mixed
 from benchmarks._gate_report import Figures, figures, report_section, targets
 from benchmarks._gate_run import MIB, Workload, run_fleet, sdk_crowd, server_env
 from benchmarks._machine import cpu_count, cpu_model, load_average
@@ -50,6 +59,7 @@ from benchmarks._report import write_section
 FULL = Workload(900, 8 * MIB, 40 * MIB, 9, 10.0, 4, MIB, fault_at=70.0)
 QUICK = Workload(120, 8 * MIB, 40 * MIB, 9, 4.0, 2, MIB, fault_at=12.0)
 CONFIGS = ("memory", "postgres", "haproxy")
+CROWDS = ("all", "sdk", "mixed")
 Section = tuple[str, list[tuple[str, bool, str]]]
 _PORTS = {"memory": 18600, "postgres": 18620, "haproxy": 18640}
 
@@ -83,6 +93,20 @@ async def _sdk(args: argparse.Namespace, workload: Workload, files: Path, root: 
     return report_section(workload, results, verdicts, _command(), machine, started), verdicts
 
 
+async def _mixed(args: argparse.Namespace, workload: Workload, files: Path, root: Path) -> Section:
+    """The mixed crowd on each store, with the link's rate told and not; its targets
+    (issue #28) and section."""
+    machine = f"{cpu_count()} CPUs ({cpu_model()}), load before the run {load_average()}"
+    started, results = datetime.now(UTC), {}
+    stores = [name for name in args.configs.split(",") if name in ("memory", "postgres")]
+    for number, (name, told) in enumerate((n, t) for n in stores for t in (True, False)):
+        print(f"== mixed, {name}, rate {'told' if told else 'not told'}", flush=True)
+        port = 18660 + 20 * number
+        results[name, told] = await run_mixed(name, told, workload, files, root, port)
+    verdicts = mixed_targets(results)
+    return mixed_section(workload, MIX, results, verdicts, _command(), machine, started), verdicts
+
+
 def _command() -> str:
     return shlex.join(["python", "-m", "benchmarks.gate", *sys.argv[1:]])
 
@@ -93,19 +117,26 @@ async def _main(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="arkvory-gate-") as temporary:
         root = Path(temporary)
         create_example(root / "files", large_files=1, size=workload.size)
-        for run in [_sdk]:
+        runs = {"sdk": [_sdk], "mixed": [_mixed], "all": [_sdk, _mixed]}[args.crowd]
+        for run in runs:
             section, found = await run(args, workload, root / "files", root)
             verdicts += found
             print(section, flush=True)
-            if not args.quick:  # RESULTS.md keeps the full run, in its own section
+            if not args.quick:  # RESULTS.md keeps the full runs, each in its own section
                 write_section(section)
     return 0 if all(ok for _, ok, _ in verdicts) else 1
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="120 downloads, about 2 minutes")
+    parser.add_argument("--quick", action="store_true", help="120 downloads, 2 minutes a crowd")
     parser.add_argument("--configs", default=",".join(CONFIGS), help="memory,postgres,haproxy")
+    parser.add_argument(
+        "--crowd",
+        choices=CROWDS,
+        default="all",
+        help="sdk: the SDK crowd; mixed: SDK and curl clients, memory and postgres (default: both)",
+    )
     return asyncio.run(_main(parser.parse_args()))
 
 
