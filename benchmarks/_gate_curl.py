@@ -35,6 +35,7 @@ import asyncio
 import hashlib
 import json
 import os
+import shutil
 import sys
 import time
 from datetime import UTC, datetime
@@ -195,6 +196,7 @@ async def _main(spec: dict[str, Any], out: str) -> None:
     records = await asyncio.gather(
         *(_one(spec, index, served, digest) for index in range(len(spec["downloads"])))
     )
+    shutil.rmtree(spec["directory"], ignore_errors=True)
     with open(out, "w", encoding="utf-8") as file:
         json.dump(records, file)
 
