@@ -4,8 +4,10 @@ Servers run this tree's code (``arkvory-demo serve`` as :mod:`benchmarks._gate_s
 with the tree on ``PYTHONPATH``), each a single uvicorn process, so ``/proc/<pid>/stat``
 holds all of its CPU. HAProxy is Debian's binary with a generated configuration: round-robin per
 request, no affinity, health checks on ``/readyz`` every 250 ms (down after 2 misses),
-so a killed server is out of rotation within about half a second. The common practice
-adds ``maxconn`` per server and ``timeout queue 20s``: HAProxy's own per-request queue.
+so a killed server is out of rotation within about half a second; ``X-Forwarded-For``
+carries each client's address, which keys a download without an id (R-SESS-2). The
+common practice adds ``maxconn`` per server and ``timeout queue 20s``: HAProxy's own
+per-request queue.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from typing import Any
 import asyncpg
 import httpx
 
-from benchmarks._gate_link import LINK_VARIABLE
+from benchmarks._gate_link import LINK_VARIABLE, UNTOLD_VARIABLE
 
 __all__ = ["DSN", "TOKEN", "Fleet", "Sampler", "cpu_seconds"]
 
@@ -53,6 +55,7 @@ def _haproxy_config(port: int, servers: list[int], maxconn: int | None) -> str:
         "  timeout server 120s",
         "  timeout queue 20s",
         "  timeout check 1s",
+        "  option forwardfor",  # uvicorn takes the client's address from 127.0.0.1's header
         "  retries 2",
         "  option redispatch",
         "frontend gate",
@@ -89,16 +92,29 @@ class Fleet:
         return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=environment)
 
     def start_servers(
-        self, count: int, files: Path, rate: int, env: dict[str, str], schema: str | None
+        self,
+        count: int,
+        files: Path,
+        rate: int,
+        env: dict[str, str],
+        schema: str | None,
+        *,
+        told: bool = True,
     ) -> None:
-        """``count`` demo servers; with a schema, the first a writer and the rest gateways."""
+        """``count`` demo servers; with a schema, the first a writer and the rest gateways.
+
+        ``told``: ``--bandwidth`` gives the scheduler the link's rate; otherwise every
+        response still goes through the link, and the scheduler measures what it can."""
         for index in range(count):
             port = self.port_base + 1 + index
             argv = ["-m", "benchmarks._gate_server", "serve", str(files), "--port", str(port)]
-            argv += ["--token", f"{TOKEN}=ci-fleet:service", "--bandwidth", str(rate)]
+            argv += ["--token", f"{TOKEN}=ci-fleet:service"]
+            argv += ["--bandwidth", str(rate)] if told else []
             if schema is not None:
                 argv += ["--dsn", DSN, "--schema", schema] + (["--gateway"] if index else [])
             env = {**env, LINK_VARIABLE: str(self.work / "link.socket")}
+            if not told:
+                env[UNTOLD_VARIABLE] = str(rate)
             self.servers.append(self.spawn(argv, f"server-{port}", env))
             self.server_ports.append(port)
 

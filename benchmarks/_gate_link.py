@@ -27,9 +27,10 @@ import time
 
 from arkvory_sched.demo import BandwidthGovernor
 
-__all__ = ["LINK_VARIABLE", "FleetLink"]
+__all__ = ["LINK_VARIABLE", "UNTOLD_VARIABLE", "FleetLink"]
 
 LINK_VARIABLE = "ARKVORY_GATE_LINK"
+UNTOLD_VARIABLE = "ARKVORY_GATE_UNTOLD_RATE"  # set: paced by the link, the scheduler not told
 
 
 class FleetLink:

@@ -24,7 +24,7 @@ from arkvory_sched import PrincipalKind
 
 if TYPE_CHECKING:
     from benchmarks._gate_fleet import Sampler
-    from benchmarks.gate import Workload
+    from benchmarks._gate_run import Workload
 
 GIB = 1024**3
 LABELS = {
@@ -50,19 +50,19 @@ Figures = dict[str, Any]
 """One configuration's figures by name (see :func:`figures`); ``nan`` where none apply."""
 
 
-def _pct(values: list[float], share: float) -> float:
+def pct(values: list[float], share: float) -> float:
     if not values:
         return math.nan
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, max(0, math.ceil(share * len(ordered)) - 1))]
 
 
-def _mean(values: list[float]) -> float:
+def mean(values: list[float]) -> float:
     return statistics.fmean(values) if values else math.nan
 
 
-def _utilisation(records: list[dict[str, Any]], link: list[list[float]], rate: int) -> float:
-    """Bytes the link carried while anyone waited (arrived, no byte yet) over what it could."""
+def waiting_spans(records: list[dict[str, Any]]) -> list[list[float]]:
+    """The times anyone waited (arrived, no byte yet), as sorted disjoint ``[from, to]``."""
     spans = sorted((r["arrival"], r["start"] or r["stop"]) for r in records)
     merged: list[list[float]] = []
     for low, high in spans:
@@ -70,11 +70,20 @@ def _utilisation(records: list[dict[str, Any]], link: list[list[float]], rate: i
             merged[-1][1] = max(merged[-1][1], high)
         else:
             merged.append([low, high])
-    starts = [low for low, _ in merged]
+    return merged
+
+
+def waiting_at(spans: list[list[float]], moment: float) -> bool:
+    index = bisect.bisect_right([low for low, _ in spans], moment) - 1
+    return index >= 0 and moment < spans[index][1]
+
+
+def utilisation(records: list[dict[str, Any]], link: list[list[float]], rate: int) -> float:
+    """Bytes the link carried while anyone waited (arrived, no byte yet) over what it could."""
+    merged = waiting_spans(records)
     carried = seconds = 0.0
     for (t0, b0), (t1, b1) in itertools.pairwise(link):
-        index = bisect.bisect_right(starts, (t0 + t1) / 2) - 1
-        if index >= 0 and (t0 + t1) / 2 < merged[index][1]:
+        if waiting_at(merged, (t0 + t1) / 2):
             carried, seconds = carried + b1 - b0, seconds + t1 - t0
     return carried / (rate * seconds) if seconds else math.nan
 
@@ -145,13 +154,13 @@ def figures(
         "failed": sum(r["outcome"] == "failed" for r in records),
         "gave_up": sum(r["outcome"] == "gave_up" for r in records),
         "failures": sum(r["failures"] for r in records),
-        "completion": (_mean(completions), _pct(completions, 0.5), _pct(completions, 0.95)),
-        "ideal": (_mean(ideal), _pct(ideal, 0.5), _pct(ideal, 0.95)),
+        "completion": (mean(completions), pct(completions, 0.5), pct(completions, 0.95)),
+        "ideal": (mean(ideal), pct(ideal, 0.5), pct(ideal, 0.95)),
         "first_batch": finishes[workload.slots - 1] if len(finishes) >= workload.slots else nan,
-        "utilisation": _utilisation(records, link, workload.rate),
+        "utilisation": utilisation(records, link, workload.rate),
         "estimated": len(told),
-        "error": (_pct(errors, 0.5), _pct(errors, 0.95)),
-        "relative": (_pct(relative, 0.5), _pct(relative, 0.95)),
+        "error": (pct(errors, 0.5), pct(errors, 0.95)),
+        "relative": (pct(relative, 0.5), pct(relative, 0.95)),
         "bound_p95": bound_p95 if told else nan,
         "inside": inside if told else nan,
         "max_active": max((n for _, n in sampler.active), default=nan),
@@ -178,7 +187,7 @@ def targets(workload: Workload, results: dict[str, Figures]) -> list[tuple[str, 
             (
                 f"{name}: first batch ≤ 1.2 × {batch:.1f} s",
                 f["first_batch"] <= 1.2 * batch,
-                _s(f["first_batch"]),
+                in_seconds(f["first_batch"]),
             ),
             (
                 f"{name}: estimate error p95 ≤ max(10 % of wait, 2 s)",
@@ -205,22 +214,25 @@ def targets(workload: Workload, results: dict[str, Figures]) -> list[tuple[str, 
     return out
 
 
-def _s(value: float) -> str:
+def in_seconds(value: float) -> str:
     return "–" if math.isnan(value) else f"{value:.1f} s"
 
 
 def _rows(f: Figures, slots: int, batch: float) -> list[tuple[str, str]]:
     told, (e50, e95), (r50, r95) = f["estimated"] > 0, f["error"], f["relative"]
-    errors = f"{_s(e50)} / {_s(e95)} ({100 * r50:.0f} % / {100 * r95:.0f} %)"
+    errors = f"{in_seconds(e50)} / {in_seconds(e95)} ({100 * r50:.0f} % / {100 * r95:.0f} %)"
     rows = [
         (
             "finished / failed / gave up (failed requests retried)",
             f"{f['finished']} / {f['failed']} / {f['gave_up']} ({f['failures']})",
         ),
-        ("completion mean / p50 / p95", " / ".join(map(_s, f["completion"]))),
-        ("the ideal oracle's, same arrivals", " / ".join(map(_s, f["ideal"]))),
+        ("completion mean / p50 / p95", " / ".join(map(in_seconds, f["completion"]))),
+        ("the ideal oracle's, same arrivals", " / ".join(map(in_seconds, f["ideal"]))),
         ("mean ÷ ideal mean", f"{f['completion'][0] / f['ideal'][0]:.3f}"),
-        (f"first batch: the {slots}th completion (one batch {batch:.1f} s)", _s(f["first_batch"])),
+        (
+            f"first batch: the {slots}th completion (one batch {batch:.1f} s)",
+            in_seconds(f["first_batch"]),
+        ),
         ("link utilisation while anyone waits", f"{100 * f['utilisation']:.1f} %"),
         (
             "start-estimate error p50 / p95 (÷ the wait)",
@@ -270,7 +282,7 @@ def report_section(
             lines += [
                 f"The fault: SIGKILL of {who} at {fault['at'] - fault['origin']:.0f} s;"
                 f" it held slots {fault['held'] or 'none'}, which served sessions through"
-                f" the other servers again after {_s(fault['restore'] or nan)}.",
+                f" the other servers again after {in_seconds(fault['restore'] or nan)}.",
                 "",
             ]
     lines += ["### Targets", "", "| target | measured | result |", "| --- | --- | --- |"]

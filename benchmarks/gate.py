@@ -18,58 +18,39 @@ server sends through, since Debian 12's HAProxy has no bandwidth filter) to:
 Each configuration is measured against the ideal oracle of the simulation
 (``tests.simulation.engine.oracle_completions``) for the arrivals the crowd really had,
 and the targets of issue #20 are asserted (PASS/FAIL, exit status 1 on a FAIL).
-``--quick`` runs all three at a small scale (about two minutes) and writes no results; the
-full run takes about 13 minutes on this 2-CPU machine.
+
+Then the mixed crowd (:mod:`benchmarks._gate_mixed`, issue #28): the same arrivals, over
+a third of them real ``curl`` processes without a download id, through ``memory`` and
+``postgres`` (without the fault), each once with the link's rate told to the scheduler
+and once without; the targets of issue #28 per kind of client. ``--crowd sdk`` or
+``--crowd mixed`` runs one of the two.
+
+``--quick`` runs them at a small scale (about two minutes per crowd) and writes no
+results; the full run takes about 13 minutes for the SDK crowd and 14 for the mixed one on
+this 2-CPU machine. Each crowd rewrites its own section of RESULTS.md.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import json
-import random
+import shlex
 import sys
 import tempfile
-import time
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import asyncpg
 from tests.simulation.engine import ClientSpec, oracle_completions
 
 from arkvory_sched import PrincipalKind
 from arkvory_sched.demo import create_example
-from benchmarks._gate_fleet import DSN, TOKEN, Fleet, Sampler
+from benchmarks._gate_fleet import Fleet
+from benchmarks._gate_mixed import MIX, mixed_section, mixed_targets, run_mixed
 from benchmarks._gate_report import Figures, figures, report_section, targets
+from benchmarks._gate_run import MIB, Workload, run_fleet, sdk_crowd, server_env
 from benchmarks._machine import cpu_count, cpu_model, load_average
-
-MIB = 1024 * 1024
-
-
-@dataclass(frozen=True, slots=True)
-class Workload:
-    """The crowd: ``downloads`` of one ``size`` object over a ``rate`` link, ``slots``
-    sessions at once, arrivals uniform over ``spread`` seconds from ``processes``."""
-
-    downloads: int
-    size: int
-    rate: int
-    slots: int
-    spread: float
-    processes: int
-    range_size: int  # the SDK's chunk_size: what one request asks for
-    fault_at: float  # seconds after the origin at which config 2 loses its leader
-
-    @property
-    def batch_seconds(self) -> float:
-        return self.slots * self.size / self.rate
-
-    def arrivals(self) -> list[float]:
-        rng = random.Random(20)
-        return sorted(rng.uniform(0.0, self.spread) for _ in range(self.downloads))
-
+from benchmarks._report import write_section
 
 # 900 downloads of 8 MiB in 1 MiB ranges: a mass update compressed into three minutes.
 # R-SESS-12's five-second horizon and R-EST-3's one-second polls are absolute times, so a
@@ -78,134 +59,84 @@ class Workload:
 FULL = Workload(900, 8 * MIB, 40 * MIB, 9, 10.0, 4, MIB, fault_at=70.0)
 QUICK = Workload(120, 8 * MIB, 40 * MIB, 9, 4.0, 2, MIB, fault_at=12.0)
 CONFIGS = ("memory", "postgres", "haproxy")
-
-
-def _server_env(workload: Workload, common_practice: bool) -> dict[str, str]:
-    env = {
-        "ARKVORY_MAX_DOWNLOAD_SESSIONS": str(workload.slots),
-        "ARKVORY_DOWNLOAD_RESERVE": "0",  # one service-account crowd, no people
-        "ARKVORY_MAX_DOWNLOADS_PER_PRINCIPAL": str(workload.slots),
-        "ARKVORY_DOWNLOAD_SESSION_MIN_BYTES": str(MIB),  # the crowd's objects are sessions
-    }
-    if common_practice:
-        env |= {"ARKVORY_DOWNLOAD_STRATEGY": "shared", "ARKVORY_MAX_DOWNLOADS": "1024"}
-    return env
-
-
-async def _crowd(workload: Workload, fleet: Fleet, url: str, origin: float) -> list[Any]:
-    """Run the client processes, each with every ``processes``-th arrival; their records."""
-    arrivals, n, outs = workload.arrivals(), workload.processes, []
-    for i in range(n):
-        spec = {"url": url, "token": TOKEN, "origin": origin, "arrivals": arrivals[i::n]}
-        spec["range_size"] = workload.range_size
-        spec["directory"] = f"/dev/shm/arkvory-gate-{i}-{origin:.0f}"
-        outs.append(fleet.work / f"records-{i}.json")
-        fleet.clients.append(
-            fleet.spawn(
-                ["-m", "benchmarks._gate_crowd", json.dumps(spec), str(outs[-1])], f"crowd-{i}"
-            )
-        )
-    while any(process.poll() is None for process in fleet.clients):
-        await asyncio.sleep(0.5)
-    return [record for out in outs for record in json.loads(out.read_text())]
-
-
-async def _kill_leader(fleet: Fleet, sampler: Sampler, at: float) -> dict[str, Any]:
-    """SIGKILL the server leading the shared queue at ``at`` (epoch seconds)."""
-    await asyncio.sleep(max(0.0, at - time.time()))
-    pids = [server.pid for server in fleet.servers]
-    parts = (sampler.leader or "").split(":")  # node ids are host:pid:random
-    leader = int(parts[-2]) if len(parts) >= 3 and parts[-2].isdigit() else None
-    index = pids.index(leader) if leader in pids else 1
-    held = sampler.slots[-1][1] if sampler.slots else []
-    killed_at, node = time.time(), f":{pids[index]}:"
-    fleet.kill(index)
-    return {
-        "at": killed_at,
-        "node": node,
-        "was_leader": leader == pids[index],
-        "held": [slot for slot, _, _, holder in held if node in holder],
-    }
+CROWDS = ("all", "sdk", "mixed")
+Section = tuple[str, list[tuple[str, bool, str]]]
+_PORTS = {"memory": 18600, "postgres": 18620, "haproxy": 18640}
 
 
 async def run_config(name: str, workload: Workload, files: Path, root: Path) -> Figures:
-    """Start one configuration, run the crowd through it, stop it, and measure."""
-    (work := root / name).mkdir()
-    fleet = Fleet(work, {"memory": 18600, "postgres": 18620, "haproxy": 18640}[name])
-    schema = f"gate_{int(time.time())}" if name == "postgres" else None
-    sampler, fault = Sampler([], schema), None
-    try:
-        if schema is not None:  # as an operator would: arkvory-sched migrate, then serve
-            code = "import sys; from arkvory_sched.postgres._cli import main; sys.exit(main())"
-            argv = ["-c", code, "migrate", "--dsn", DSN, "--schema", schema]
-            if fleet.spawn(argv, "migrate").wait():
-                raise RuntimeError(f"arkvory-sched migrate failed; see {work}")
-        env = _server_env(workload, common_practice=name == "haproxy")
-        link_out = fleet.start_link(workload.rate)
-        fleet.start_servers(1 if name == "memory" else 3, files, workload.rate, env, schema)
-        for port in fleet.server_ports:
-            await fleet.wait_ready(f"http://127.0.0.1:{port}/readyz")
-        maxconn = workload.slots // 3 if name == "haproxy" else None
-        front = fleet.server_ports[0] if name == "memory" else fleet.start_haproxy(maxconn)
-        await fleet.wait_ready(f"http://127.0.0.1:{front}/readyz")
-        if name != "haproxy":  # the common practice has no sessions to count
-            sampler.readyz = [f"http://127.0.0.1:{p}/readyz" for p in fleet.server_ports]
-        stop = asyncio.Event()
-        sampling = asyncio.ensure_future(sampler.run(stop))
-        origin = time.time() + 2.0
-        killing = None
-        if schema is not None:
-            killing = asyncio.ensure_future(
-                _kill_leader(fleet, sampler, origin + workload.fault_at)
-            )
-        url = f"http://127.0.0.1:{front}/files/large/image-1.bin"
-        records = await _crowd(workload, fleet, url, origin)
-        if killing is not None:
-            fault = {**await killing, "origin": origin}
-        stop.set()
-        await sampling
-    finally:
-        cpu = fleet.stop()
-        if schema is not None:
-            connection = await asyncpg.connect(DSN)
-            await connection.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
-            await connection.close()
-    link = json.loads(link_out.read_text())
+    """Start one configuration, run the SDK crowd through it, stop it, and measure."""
+
+    async def crowd(fleet: Fleet, url: str, origin: float) -> list[dict[str, Any]]:
+        return await sdk_crowd(workload, fleet, url, origin, workload.arrivals())
+
+    env = server_env(workload, common_practice=name == "haproxy")
+    run = await run_fleet(name, root / name, _PORTS[name], workload, files, env, crowd)
     specs = [
-        ClientSpec("", "", PrincipalKind.SERVICE, workload.size, r["arrival"] - origin)
-        for r in records
+        ClientSpec("", "", PrincipalKind.SERVICE, workload.size, r["arrival"] - run.origin)
+        for r in run.records
     ]
     ideal = oracle_completions(specs, workload.slots, workload.rate)
-    return figures(workload, records, ideal, origin, link, sampler, cpu, fault)
+    return figures(
+        workload, run.records, ideal, run.origin, run.link, run.sampler, run.cpu, run.fault
+    )
+
+
+async def _sdk(args: argparse.Namespace, workload: Workload, files: Path, root: Path) -> Section:
+    """The SDK crowd through each configuration, its targets (issue #20) and section."""
+    machine = f"{cpu_count()} CPUs ({cpu_model()}), load before the run {load_average()}"
+    started, results = datetime.now(UTC), {}
+    for name in args.configs.split(","):
+        print(f"== {name}: {workload.downloads} downloads", flush=True)
+        results[name] = await run_config(name, workload, files, root)
+    verdicts = targets(workload, results)
+    return report_section(workload, results, verdicts, _command(), machine, started), verdicts
+
+
+async def _mixed(args: argparse.Namespace, workload: Workload, files: Path, root: Path) -> Section:
+    """The mixed crowd on each store, with the link's rate told and not; its targets
+    (issue #28) and section."""
+    machine = f"{cpu_count()} CPUs ({cpu_model()}), load before the run {load_average()}"
+    started, results = datetime.now(UTC), {}
+    stores = [name for name in args.configs.split(",") if name in ("memory", "postgres")]
+    for number, (name, told) in enumerate((n, t) for n in stores for t in (True, False)):
+        print(f"== mixed, {name}, rate {'told' if told else 'not told'}", flush=True)
+        port = 18660 + 20 * number
+        results[name, told] = await run_mixed(name, told, workload, files, root, port)
+    verdicts = mixed_targets(results)
+    return mixed_section(workload, MIX, results, verdicts, _command(), machine, started), verdicts
+
+
+def _command() -> str:
+    return shlex.join(["python", "-m", "benchmarks.gate", *sys.argv[1:]])
 
 
 async def _main(args: argparse.Namespace) -> int:
     workload = QUICK if args.quick else FULL
-    machine = f"{cpu_count()} CPUs ({cpu_model()}), load before the run {load_average()}"
-    started = datetime.now(UTC)
+    verdicts: list[tuple[str, bool, str]] = []
     with tempfile.TemporaryDirectory(prefix="arkvory-gate-") as temporary:
-        create_example(Path(temporary, "files"), large_files=1, size=workload.size)
-        results = {}
-        for name in args.configs.split(","):
-            print(f"== {name}: {workload.downloads} downloads", flush=True)
-            results[name] = await run_config(
-                name, workload, Path(temporary, "files"), Path(temporary)
-            )
-    verdicts = targets(workload, results)
-    command = "python -m benchmarks.gate" + (" --quick" if args.quick else "")
-    section = report_section(workload, results, verdicts, command, machine, started)
-    print(section)
-    if not args.quick:  # RESULTS.md keeps the full run; the gate's section is the last one
-        path = Path(__file__).with_name("RESULTS.md")
-        head = path.read_text(encoding="utf-8").partition("\n" + section.splitlines()[0])[0]
-        path.write_text(head.rstrip("\n") + "\n\n" + section, encoding="utf-8")
+        root = Path(temporary)
+        create_example(root / "files", large_files=1, size=workload.size)
+        runs = {"sdk": [_sdk], "mixed": [_mixed], "all": [_sdk, _mixed]}[args.crowd]
+        for run in runs:
+            section, found = await run(args, workload, root / "files", root)
+            verdicts += found
+            print(section, flush=True)
+            if not args.quick:  # RESULTS.md keeps the full runs, each in its own section
+                write_section(section)
     return 0 if all(ok for _, ok, _ in verdicts) else 1
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="120 downloads, about 2 minutes")
+    parser.add_argument("--quick", action="store_true", help="120 downloads, 2 minutes a crowd")
     parser.add_argument("--configs", default=",".join(CONFIGS), help="memory,postgres,haproxy")
+    parser.add_argument(
+        "--crowd",
+        choices=CROWDS,
+        default="all",
+        help="sdk: the SDK crowd; mixed: SDK and curl clients, memory and postgres (default: both)",
+    )
     return asyncio.run(_main(parser.parse_args()))
 
 
