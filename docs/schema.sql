@@ -2,7 +2,7 @@
 -- `make schema` (python -m tests.schema_snapshot): do not edit. The migrations
 -- in migrations/ are the source; tests/postgres/test_schema_snapshot.py checks
 -- that this file equals a fresh migration. Migrations: 0001_queue to
--- 0015_idle_slots (15). The schema is named `arkvory` here;
+-- 0016_provisional_rate (16). The schema is named `arkvory` here;
 -- an installation may choose another (--schema).
 --
 -- PostgreSQL database dump
@@ -1031,6 +1031,7 @@ CREATE TABLE arkvory.queue_state (
     idle_stretch_since double precision,
     idle_last_stretch double precision DEFAULT 0 NOT NULL,
     idle_longest_stretch double precision DEFAULT 0 NOT NULL,
+    provisional_rate double precision DEFAULT 0 NOT NULL,
     CONSTRAINT queue_state_id_check CHECK (id),
     CONSTRAINT queue_state_idle_slots_check CHECK ((idle_slots >= 0))
 );

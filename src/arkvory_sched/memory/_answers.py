@@ -19,7 +19,7 @@ from .._model import (
     Rejected,
     RejectReason,
 )
-from .._rate import BusySeconds, PeakRateMeter
+from .._rate import BusySeconds, PeakRateMeter, peak_of_means
 from .._tickets import TicketSigner
 from ..policy import (
     TICKET_REUSE_SECONDS,
@@ -86,10 +86,15 @@ class Answers:
         self._busy.note(now, bool(table.queue) or len(table.active) >= self.settings.sessions)
 
     def current_rate(self) -> LinkRate:
-        peak = self._rate.peak(self._clock.monotonic(), self._busy)
+        now = self._clock.monotonic()
+        peak = self._rate.peak(now, self._busy)
         if peak > 0:
             self._last_rate = peak
-        return estimate_rate(peak, self._last_rate, self.settings.bandwidth)
+        bandwidth = self.settings.bandwidth
+        if peak or self._last_rate or bandwidth is not None:
+            return estimate_rate(peak, self._last_rate, bandwidth)
+        # A cold server: every second read, busy or not (only until one counts).
+        return estimate_rate(0.0, 0.0, None, peak_of_means(self._rate.complete_seconds(now)[1]))
 
     def refresh_finish_table(self, now: float) -> None:
         """When each slot frees, from the remaining bytes of active sessions (R-EST-1)."""

@@ -60,7 +60,9 @@ class LinkRate(NamedTuple):
         return self.bytes_per_second if self.known else 0.0
 
 
-def estimate_rate(measured: float, last: float, bandwidth: int | None) -> LinkRate:
+def estimate_rate(
+    measured: float, last: float, bandwidth: int | None, provisional: float = 0.0
+) -> LinkRate:
     """The delivery rate estimates use (R-EST-1, issue #28, ADR 0034).
 
     ``measured`` is the store's reading now and ``last`` the last one it had; both count
@@ -68,14 +70,17 @@ def estimate_rate(measured: float, last: float, bandwidth: int | None) -> LinkRa
     configured ``bandwidth`` is the prior: a reading may raise the rate above it (the
     link is faster than the operator said) and never lowers it (a reading below the
     link's rate is the clients', taken while the link had room). With nothing
-    configured the reading is the rate; with nothing read either, the rate is a guess.
+    configured the reading is the rate; with nothing read either, the rate is a guess,
+    raised by ``provisional``: what the link carried in any second so far (a cold
+    server's first seconds, before three busy ones could be read). A guess is never
+    lowered by it: a tiny read says nothing.
     """
     reading = measured or last
     if bandwidth is not None:
         return LinkRate(max(float(bandwidth), reading), True)
     if reading > 0:
         return LinkRate(reading, True)
-    return LinkRate(float(FALLBACK_RATE), False)
+    return LinkRate(max(float(FALLBACK_RATE), provisional), False)
 
 
 def finish_table(

@@ -31,6 +31,7 @@ class QueueSnapshot:
     free_at_mark: int
     finish_table: tuple[float, ...]
     fleet_rate: float
+    provisional_rate: float
     class_lengths: tuple[int, ...]
     waiting_bytes: float
     session_count: int
@@ -48,7 +49,7 @@ class QueueSnapshot:
 
     def rate(self, bandwidth: int | None) -> LinkRate:
         """The fleet's delivery rate as the leader last stored it (ADR 0034)."""
-        return estimate_rate(self.fleet_rate, 0.0, bandwidth)
+        return estimate_rate(self.fleet_rate, 0.0, bandwidth, self.provisional_rate)
 
 
 async def read_snapshot(conn: asyncpg.Connection) -> QueueSnapshot:
@@ -58,6 +59,7 @@ async def read_snapshot(conn: asyncpg.Connection) -> QueueSnapshot:
         free_at_mark=row["free_at_mark"],
         finish_table=tuple(row["finish_table"] or ()),
         fleet_rate=row["fleet_rate"],
+        provisional_rate=row["provisional_rate"],
         class_lengths=tuple(row["class_lengths"] or (0,) * CLASS_COUNT),
         waiting_bytes=row["waiting_bytes"],
         session_count=row["session_count"],

@@ -318,7 +318,8 @@ class QueueLeader:
         fleet_rate = summed or fleet["stored"]  # a minute without a byte keeps the last
         # This process's own reading is not a fallback: it is one process's share of
         # the fleet, read without knowing whether the slots were busy.
-        rate = estimate_rate(fleet_rate, 0.0, settings.bandwidth)
+        provisional = 0.0 if fleet_rate else peak_of_means(totals)
+        rate = estimate_rate(fleet_rate, 0.0, settings.bandwidth, provisional)
         per_session = rate.bytes_per_second / max(1, len(active_rows))
         remaining = [_remaining(row) for row in active_rows]
         soon = soon_interactive = active_interactive = 0
@@ -340,7 +341,8 @@ class QueueLeader:
         await conn.execute(tick_sql.CLEAR_MARKS)
         marked: list[bytes] = []  # filled below: written with the last writes
         last_writes.append((tick_sql.STORE_MARKS, (marked,)))
-        last_writes.append((tick_sql.STORE_ESTIMATES, (finishes, now, fleet_rate, budget.free)))
+        estimates = (finishes, now, fleet_rate, budget.free, provisional)
+        last_writes.append((tick_sql.STORE_ESTIMATES, estimates))
         if not budget.free or not waiting:
             return 0
         active_by_principal = await _active_by_principal(conn)

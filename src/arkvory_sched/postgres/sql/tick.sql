@@ -210,7 +210,7 @@ SELECT
 
 -- name: store_estimates
 UPDATE queue_state SET finish_table = $1, finish_table_at = $2, fleet_rate = $3,
-    free_at_mark = $4
+    free_at_mark = $4, provisional_rate = $5
 
 -- name: class_passes
 SELECT array_agg(pass ORDER BY queue_rank) FROM class_state
