@@ -24,8 +24,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from tests.simulation.engine import ClientResult, ClientSpec, oracle_completions
-from tests.simulation.scenarios import estimate_quality
+from tests.simulation.engine import ClientSpec, oracle_completions
 
 from arkvory_sched import PrincipalKind
 from benchmarks._gate_fleet import TOKEN, Fleet
@@ -34,6 +33,7 @@ from benchmarks._gate_report import (
     in_seconds,
     mean,
     pct,
+    told_quality,
     utilisation,
     waiting_at,
     waiting_spans,
@@ -174,18 +174,7 @@ def _kind(workload: Workload, group: list[tuple[dict[str, Any], float]], origin:
     records = [r for r, _ in group]
     done = [r for r in records if r["outcome"] == "finished"]
     completions = [r["end"] - r["arrival"] for r in done]
-    told = [r for r in records if r["estimate"] is not None and r["start"] is not None]
-    results = [
-        ClientResult(
-            ClientSpec("", "", PrincipalKind.SERVICE, workload.size, r["arrival"] - origin),
-            first_start=r["start"] - origin,
-            estimate=r["estimate"] - origin,
-            estimate_earliest=r["earliest"] - origin,
-            estimate_latest=r["latest"] - origin,
-        )
-        for r in told
-    ]
-    bound_p95, _, inside = estimate_quality(results)
+    told, bound_p95, inside = told_quality(records, workload.size, origin)
     errors = [abs(r["start"] - r["estimate"]) for r in told]
     ideal = mean([completion for _, completion in group])
     slow = [r["end"] - r["start"] for r in done if r["kind"] == "slow"]

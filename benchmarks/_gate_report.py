@@ -117,6 +117,27 @@ def _restore(sampler: Sampler, fault: dict[str, Any]) -> float | None:
     return max(waits) if waits else None
 
 
+def told_quality(
+    records: list[dict[str, Any]], size: int, origin: float
+) -> tuple[list[dict[str, Any]], float, float]:
+    """The downloads told a start that then started, and how true that start was: the
+    p95 of error ÷ bound and the share inside the interval, scored as the simulation
+    scores them (``estimate_quality``)."""
+    told = [r for r in records if r["estimate"] is not None and r["start"] is not None]
+    results = [
+        ClientResult(
+            ClientSpec("", "", PrincipalKind.SERVICE, size, r["arrival"] - origin),
+            first_start=r["start"] - origin,
+            estimate=r["estimate"] - origin,
+            estimate_earliest=r["earliest"] - origin,
+            estimate_latest=r["latest"] - origin,
+        )
+        for r in told
+    ]
+    bound_p95, _, inside = estimate_quality(results)
+    return told, bound_p95, inside
+
+
 def figures(
     workload: Workload,
     records: list[dict[str, Any]],
@@ -129,18 +150,7 @@ def figures(
 ) -> Figures:
     done = [r for r in records if r["outcome"] == "finished"]
     completions = [r["end"] - r["arrival"] for r in done]
-    told = [r for r in records if r["estimate"] is not None and r["start"] is not None]
-    results = [
-        ClientResult(
-            ClientSpec("", "", PrincipalKind.SERVICE, workload.size, r["arrival"] - origin),
-            first_start=r["start"] - origin,
-            estimate=r["estimate"] - origin,
-            estimate_earliest=r["earliest"] - origin,
-            estimate_latest=r["latest"] - origin,
-        )
-        for r in told
-    ]
-    bound_p95, _, inside = estimate_quality(results)
+    told, bound_p95, inside = told_quality(records, workload.size, origin)
     errors = [abs(r["start"] - r["estimate"]) for r in told]
     relative = [e / max(r["start"] - r["arrival"], 1e-9) for e, r in zip(errors, told, strict=True)]
     rises = [b[1] - a[1] for r in records for a, b in itertools.pairwise(r["positions"])]

@@ -264,6 +264,7 @@ class Admission:
             object_id=request.object_id,
             download_id=download_id,
         )
+        session.note_start(byte_range)
         table.add(session)
         start_now = self._slots.newcomer_starts_now(session)
         table.enqueue(session, now)
@@ -280,6 +281,7 @@ class Admission:
     def _take_range(
         self, session: Session, byte_range: ByteRange | None, now: float
     ) -> GrantState[Session]:
+        session.note_start(byte_range)
         session.in_flight += 1
         session.interrupted = False
         session.last_activity = now

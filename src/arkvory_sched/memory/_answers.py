@@ -10,6 +10,7 @@ admission consults and the session table forgets when the waiter takes a slot.
 from __future__ import annotations
 
 import math
+from itertools import islice
 
 from .._classes import DownloadClass
 from .._clock import Clock
@@ -22,6 +23,7 @@ from .._model import (
 from .._rate import BusySeconds, PeakRateMeter, peak_of_means
 from .._tickets import TicketSigner
 from ..policy import (
+    SCHEDULED_WAITERS,
     TICKET_REUSE_SECONDS,
     LinkRate,
     StartEstimate,
@@ -35,6 +37,7 @@ from ..policy import (
     finish_table,
     jitter,
     no_show_at,
+    queue_schedule,
     queued_retry_after,
     window_estimate,
 )
@@ -51,7 +54,8 @@ class Answers:
     """Delivery rate, start estimates, the ``Queued`` answer, tickets and refusals."""
 
     __slots__ = ("_busy", "_clock", "_counters", "_early", "_finish_table", "_finish_table_at",
-                 "_last_rate", "_rate", "_signer", "_slots", "_table", "settings")  # fmt: skip
+                 "_last_rate", "_rate", "_schedule", "_signer", "_slots", "_table",
+                 "settings")  # fmt: skip
 
     def __init__(
         self,
@@ -76,6 +80,7 @@ class Answers:
         self._last_rate = 0.0
         self._busy = BusySeconds(rate.window_seconds)
         self._finish_table: list[float] = []
+        self._schedule: list[float] = []
         self._finish_table_at = -math.inf
 
     # ================================================================ estimates
@@ -98,15 +103,27 @@ class Answers:
 
     def refresh_finish_table(self, now: float) -> None:
         """When each slot frees, from the remaining bytes of active sessions (R-EST-1)."""
-        active = self._table.active
-        per_session_rate = self.current_rate().bytes_per_second / max(1, len(active))
+        table, settings = self._table, self.settings
+        active = table.active
+        rate = self.current_rate().bytes_per_second
         self._finish_table = finish_table(
             (session.remaining_bytes() for session in active.values()),
-            per_session_rate,
+            rate / max(1, len(active)),
             now,
-            self.settings.sessions,
+            settings.sessions,
         )
         self._finish_table_at = now
+        # The first waiters' starts by their own sizes; with class windows a closed
+        # class does not take the slots the order gives it: the mean per round then.
+        self._schedule = (
+            []
+            if settings.class_windows or not table.queue
+            else queue_schedule(
+                self._finish_table,
+                (s.remaining_bytes() for s in islice(table.queue.iter_fair(), SCHEDULED_WAITERS)),
+                rate / settings.sessions,
+            )
+        )
 
     def _estimate_start(self, session: Session, ahead: int, now: float) -> float:
         settings, table = self.settings, self._table
@@ -124,6 +141,7 @@ class Answers:
             waiting=len(table.queue),
             waiting_bytes=table.waiting_bytes,
             rate=self.current_rate().bytes_per_second,
+            schedule=self._schedule,
         )
 
     def estimate(self, session: Session, now: float) -> StartEstimate:

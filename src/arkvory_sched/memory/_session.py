@@ -11,6 +11,8 @@ from __future__ import annotations
 from enum import IntEnum
 
 from .._classes import DownloadClass
+from .._model import ByteRange
+from ..policy import sets_start
 from ._intervals import DeliveredRanges
 
 __all__ = [
@@ -86,6 +88,7 @@ class Session:
         "queue_rank",
         "seq",
         "slot_since",
+        "start_hint",
         "start_offset",
         "state",
         "ticket",
@@ -140,6 +143,10 @@ class Session:
         self.interrupted = False
         self.last_activity = arrival
         self.start_offset: int | None = None
+        # Where its requests say the download starts, before a delivered range does
+        # (R-SESS-8 waits for that): a resume's one long response is half the object,
+        # and counting it whole put the slot's end seconds late (issue #28).
+        self.start_hint: int | None = None
         self.delivered: DeliveredRanges | None = None
         self.yield_requested = False
         self.ticket: str | None = None
@@ -164,11 +171,24 @@ class Session:
     def principal_active(self) -> int:
         return self.principal.active
 
+    def note_start(self, byte_range: ByteRange | None) -> None:
+        """A request of this download: where it says the download starts, if it does."""
+        if sets_start(byte_range, self.object_size, None):
+            assert byte_range is not None
+            hint = self.start_hint
+            self.start_hint = byte_range.start if hint is None else min(hint, byte_range.start)
+
+    @property
+    def start(self) -> int:
+        """The download's first byte: as delivered ranges say, else as its requests do."""
+        if self.start_offset is not None:
+            return self.start_offset
+        return self.start_hint or 0
+
     def remaining_bytes(self) -> int:
         """Bytes still to send from the download's start to the last byte: neither
         delivered in a range nor sent by a response still running."""
-        start = self.start_offset or 0
-        return max(0, self.object_size - start - self.sent_bytes())
+        return max(0, self.object_size - self.start - self.sent_bytes())
 
     def sent_bytes(self) -> int:
         """Bytes sent from the download's start: its delivered ranges, and what its
@@ -177,7 +197,7 @@ class Session:
         A response's bytes in flight become its delivered range when it ends, never both
         at once; an interrupted response's are dropped (R-SESS-8 adds whole ranges only).
         """
-        start = self.start_offset or 0
+        start = self.start
         covered = (
             0 if self.delivered is None else self.delivered.covered_bytes(start, self.object_size)
         )

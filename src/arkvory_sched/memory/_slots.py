@@ -11,8 +11,9 @@ from __future__ import annotations
 from .._clock import Clock
 from ..policy import (
     ClassGate,
-    backup_may_take_slot,
     current_gate,
+    expected_soon,
+    marked_in_turn,
     over_share_with_contenders,
     overdue_slot_may_be_taken,
     passable_classes,
@@ -88,13 +89,36 @@ class Slots:
         while nobody marked came (issue #28)."""
         if self.blocked(session):
             return False
-        last_release = self._table.last_release
-        if session.mark != self._table.mark_epoch:
+        table = self._table
+        last_release = table.last_release
+        if session.mark != table.mark_epoch:
             if not overdue_slot_may_be_taken(now, last_release):
                 return False
-        elif session.mark_backup and not backup_may_take_slot(now, last_release):
+        elif not marked_in_turn(
+            earlier_waiting=self._marked_before(session, now),
+            free=self.settings.sessions - len(table.active),
+            backup=session.mark_backup,
+            now=now,
+            last_release=last_release,
+        ):
             return False
         return self.slot_free_for(session)
+
+    def _marked_before(self, session: Session, now: float) -> int:
+        """Waiters the last tick marked before ``session`` that still wait for a slot
+        and are expected soon (0 for one marked otherwise: the head a yield was made
+        for)."""
+        table = self._table
+        epoch, earlier = table.mark_epoch, 0
+        for marked in table.mark_order:
+            if marked is session:
+                return earlier
+            earlier += (
+                marked.state is WAITING
+                and marked.mark == epoch
+                and expected_soon(marked.check_at, now)
+            )
+        return 0
 
     def newcomer_starts_now(self, session: Session) -> bool:
         """A newcomer starts at once on a free slot when nobody waits whom it must not

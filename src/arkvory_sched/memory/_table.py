@@ -60,7 +60,7 @@ class SessionTable:
 
     __slots__ = ("_clock", "_counters", "_early", "_gate", "active", "active_by_class",
                  "active_interactive", "closed", "deadlines", "free_at_mark", "idle",
-                 "last_release", "mark_epoch", "paused_by_class", "pending_yield",
+                 "last_release", "mark_epoch", "mark_order", "paused_by_class", "pending_yield",
                  "principals", "queue", "sessions", "settings", "under_share_waiting",
                  "waiting_by_class", "waiting_bytes")  # fmt: skip
 
@@ -92,6 +92,8 @@ class SessionTable:
         self.under_share_waiting = 0
         self.mark_epoch = 0
         self.free_at_mark = 0
+        # The waiters the last tick marked, in the order it marked them (issue #28).
+        self.mark_order: list[Session] = []
         self.pending_yield: Session | None = None
         self.last_release = -math.inf
         self.closed = False

@@ -193,6 +193,7 @@ class Tick:
             soon_interactive=soon_interactive,
         )
         table.free_at_mark = budget.free
+        table.mark_order = []
         if not budget.free or not table.queue:
             return 0
         queue = table.queue
@@ -214,6 +215,7 @@ class Tick:
             session = entry[3]
             session.mark = epoch
             session.mark_backup = backup
+            table.mark_order.append(session)
         return len(marks)
 
     def _may_be_marked(self, entry: tuple[float, float, int, Session]) -> bool:

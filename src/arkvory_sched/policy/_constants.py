@@ -31,6 +31,7 @@ __all__ = [
     "PAUSE_RETENTION_SECONDS",
     "PREEMPT_MIN_HOLD_SECONDS",
     "ROUND_HISTORY_SECONDS",
+    "SCHEDULED_WAITERS",
     "SHUTDOWN_RETRY_SECONDS",
     "SIZE_DOUBLINGS_FOR_FULL_DELAY",
     "SIZE_UNIT",
@@ -67,6 +68,10 @@ ESTIMATE_MIN_SPREAD_SECONDS: Final = 2.0  # … and never narrower than ±2 s
 FALLBACK_RATE: Final = 32 * 1024 * 1024
 UNKNOWN_RATE_SPREAD: Final = 8.0
 UNKNOWN_RATE_CHECK_SECONDS: Final = 4.0
+# Issue #28: how many waiters, first in service order, have their start computed from
+# their own sizes (queue_schedule) each time the finish table is; the rest are
+# estimated a mean waiting download per round.
+SCHEDULED_WAITERS: Final = 1024
 # Issue #28: a slot free this long with waiters while none of the marked ones came is
 # taken by the first eligible waiter that comes; longer than a marked waiter's poll
 # period (1 s, plus jitter) and the back-ups' grace.

@@ -6,6 +6,7 @@ PostgreSQL store the snapshot its leader leaves every tick; both pass ``now``.
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections.abc import Iterable, Sequence
 from typing import NamedTuple
@@ -40,6 +41,7 @@ __all__ = [
     "finish_table",
     "jitter",
     "no_show_at",
+    "queue_schedule",
     "queued_retry_after",
     "request_retry_after",
 ]
@@ -94,6 +96,31 @@ def finish_table(
     return finishes
 
 
+def queue_schedule(
+    table: Sequence[float], sizes: Iterable[float], per_slot_rate: float
+) -> list[float]:
+    """When each of the first waiters starts, in service order, by their own sizes
+    (R-EST-1, issue #28).
+
+    ``table`` is the finish table (:func:`finish_table`: one entry per slot, ``now`` for
+    a free one) and ``sizes`` the bytes of the waiters in the order they are served.
+    Each waiter takes the slot that frees first and holds it for its own size at a
+    slot's share of the link (list scheduling). Counting every later round at the mean
+    waiting download put a crowd of 20 to 60 MB objects at p95 2.5 times the error
+    bound: a round ends when the sizes in it say, not the mean.
+    """
+    frees = list(table)
+    heapq.heapify(frees)
+    starts: list[float] = []
+    if not frees:
+        return starts
+    for size in sizes:
+        start = heapq.heappop(frees)
+        starts.append(start)
+        heapq.heappush(frees, start + size / per_slot_rate)
+    return starts
+
+
 def estimate_start(
     table: Sequence[float],
     *,
@@ -107,13 +134,16 @@ def estimate_start(
     waiting: int,
     waiting_bytes: float,
     rate: float,
+    schedule: Sequence[float] = (),
 ) -> float:
     """When the waiter with ``ahead`` others before it starts (R-EST-1/2).
 
     Slots free at the times of the sorted finish ``table`` (a slot missing from a table
     shorter than ``sessions`` is free now); after one round of usable slots, each
-    further round takes the mean waiting download's time on its share of the link. A
-    non-interactive waiter neither counts nor is promised the reserve (R-EST-2).
+    further round takes the mean waiting download's time on its share of the link,
+    unless the ``schedule`` of the first waiters (:func:`queue_schedule`) says when
+    this one starts. A non-interactive waiter neither counts nor is promised the
+    reserve (R-EST-2).
     """
     usable = max(1, sessions if interactive else sessions - reserve)
     skip = 0
@@ -130,6 +160,8 @@ def estimate_start(
         cycles, index = divmod(ahead, usable)
         position = skip + index
         first = now if position < missing else table[position - missing]
+    if cycles and ahead < len(schedule):
+        return max(now, schedule[ahead])
     service = waiting_bytes / max(1, waiting) * usable / rate
     return max(now, first + cycles * service)
 

@@ -31,7 +31,9 @@ __all__ = [
     "backup_may_take_slot",
     "choose_marks",
     "choose_victim",
+    "expected_soon",
     "finishing_soon",
+    "marked_in_turn",
     "marking_budget",
     "over_share_with_contenders",
     "overdue_slot_may_be_taken",
@@ -194,6 +196,33 @@ def backup_may_take_slot(now: float, last_release: float) -> bool:
     """A back-up mark takes a freed slot only when none of the first marked waiters (who
     poll every second) came for it within one such poll period."""
     return now - last_release >= BACKUP_GRACE_SECONDS
+
+
+def marked_in_turn(
+    *, earlier_waiting: int, free: int, backup: bool, now: float, last_release: float
+) -> bool:
+    """Whether a marked waiter that comes takes a free slot now (R-SESS-12, issue #28).
+
+    Marks go out in service order, and a tick marks twice as many waiters as slots are
+    (about to be) free. Taken first come, first served, the head lost its slot to
+    whichever marked waiter polled first after a release: in a crowd of 20 to 60 MB
+    objects the first waiter of the queue started 7 s after the fourth, and every
+    start promised by the order was missed. So the first ``free`` marked waiters still
+    waiting (``earlier_waiting`` counts those marked before this one) take the free
+    slots at once; anyone marked further down, back-ups included, once none of them
+    came within one of their poll periods of the last release. Only the marked
+    waiters :func:`expected_soon` keep their turn: one told to come back much later,
+    or long overdue, would hold a free slot for nobody.
+    """
+    if backup_may_take_slot(now, last_release):
+        return True
+    return not backup and earlier_waiting < free
+
+
+def expected_soon(check_at: float, now: float) -> bool:
+    """Whether a waiter asked back at ``check_at`` is due within one poll period of a
+    marked waiter either side of ``now`` (:data:`BACKUP_GRACE_SECONDS`)."""
+    return abs(check_at - now) <= BACKUP_GRACE_SECONDS
 
 
 def overdue_slot_may_be_taken(now: float, last_release: float) -> bool:
