@@ -2,7 +2,7 @@
 -- `make schema` (python -m tests.schema_snapshot): do not edit. The migrations
 -- in migrations/ are the source; tests/postgres/test_schema_snapshot.py checks
 -- that this file equals a fresh migration. Migrations: 0001_queue to
--- 0016_provisional_rate (16). The schema is named `arkvory` here;
+-- 0016_estimate_inputs (16). The schema is named `arkvory` here;
 -- an installation may choose another (--schema).
 --
 -- PostgreSQL database dump
@@ -826,6 +826,7 @@ CREATE TABLE arkvory.download_session (
     place double precision[] GENERATED ALWAYS AS (ARRAY[order_key, arrival, (seq)::double precision]) STORED,
     object_id text,
     download_id text,
+    start_hint bigint,
     CONSTRAINT download_session_base_class_check CHECK (((base_class >= 0) AND (base_class <= 3))),
     CONSTRAINT download_session_object_size_check CHECK ((object_size >= 0)),
     CONSTRAINT download_session_queue_rank_check CHECK (((queue_rank >= 0) AND (queue_rank <= 3))),
@@ -1032,6 +1033,7 @@ CREATE TABLE arkvory.queue_state (
     idle_last_stretch double precision DEFAULT 0 NOT NULL,
     idle_longest_stretch double precision DEFAULT 0 NOT NULL,
     provisional_rate double precision DEFAULT 0 NOT NULL,
+    waiter_schedule double precision[],
     CONSTRAINT queue_state_id_check CHECK (id),
     CONSTRAINT queue_state_idle_slots_check CHECK ((idle_slots >= 0))
 );

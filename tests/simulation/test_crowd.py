@@ -37,35 +37,46 @@ def crowd(request: SubRequest) -> Iterator[CrowdRun]:
     yield result
 
 
-# Not met yet, and issue #28 stays open for it (benchmarks/RESULTS.md): objects of 20 to
-# 60 MB make the later rounds of the queue start when the sizes of the waiters ahead
-# say, and the estimate counts them at the mean waiting size (the pure SDK crowd with
-# these sizes is at p95 2.5 as well; scenario 1, one size, is at 0.3). Strict: the day
-# the targets are met, these fail until the marks are removed.
-ACCURACY_NOT_MET = pytest.mark.xfail(
-    strict=True, reason="issue #28: later rounds estimated at the mean waiting size"
-)
+# Not met yet, and issue #28 stays open for them (benchmarks/RESULTS.md): the crowd's
+# slow clients (a tenth of them take a tenth of their share) hold their slots ten times
+# as long as their sizes say, and the others finish sooner for what they leave, which
+# the estimates do not model yet. Strict: the day one is met, its test fails until its
+# entry is removed.
+NOT_MET = {
+    ("p95", Store.MEMORY, True, "third-party"),
+    ("p95", Store.MEMORY, False, "third-party"),
+    ("p95", Store.POSTGRES, True, "third-party"),
+    ("p95", Store.POSTGRES, False, "third-party"),
+    ("p95", Store.POSTGRES, False, "protocol"),
+    ("inside", Store.POSTGRES, True, "third-party"),
+}
+
+
+def _known_unmet(request: SubRequest, target: str, crowd: CrowdRun, kind: str) -> None:
+    if (target, crowd.store, crowd.configured, kind) in NOT_MET:
+        reason = "issue #28: slow clients hold their slots longer than their sizes say"
+        request.applymarker(pytest.mark.xfail(strict=True, reason=reason))
 
 
 def test_every_client_of_the_crowd_finishes(crowd: CrowdRun) -> None:
     assert crowd.unfinished == 0
 
 
-@ACCURACY_NOT_MET
 @pytest.mark.parametrize("kind", KINDS)
 def test_start_estimates_are_accurate_at_p95_for_each_kind_of_client(
-    crowd: CrowdRun, kind: str
+    crowd: CrowdRun, kind: str, request: SubRequest
 ) -> None:
+    _known_unmet(request, "p95", crowd, kind)
     figures = crowd.groups[kind]
     assert figures.estimates >= figures.clients // 2  # judged on most clients, not a few
     assert figures.ratio_p95 <= 1.0
 
 
-@ACCURACY_NOT_MET
 @pytest.mark.parametrize("kind", KINDS)
 def test_starts_fall_inside_the_announced_interval_for_each_kind_of_client(
-    crowd: CrowdRun, kind: str
+    crowd: CrowdRun, kind: str, request: SubRequest
 ) -> None:
+    _known_unmet(request, "inside", crowd, kind)
     figures = crowd.groups[kind]
     assert figures.estimates >= figures.clients // 2
     assert figures.inside_share >= 0.90
@@ -79,16 +90,7 @@ def test_no_slot_idles_longer_than_3_s_while_waiters_are_present(crowd: CrowdRun
     assert crowd.run.longest_idle_stretch <= 3.0
 
 
-def test_the_first_answer_on_a_cold_server_contains_the_real_start(
-    crowd: CrowdRun, request: SubRequest
-) -> None:
-    if crowd.store is Store.POSTGRES and crowd.configured:
-        # Not met yet (issue #28 stays open): PostgreSQL learns where a resumed download
-        # starts only when its first range is recorded, so at t = 0 the first slot to
-        # free (a resume from the middle) is counted at its whole size.
-        request.applymarker(
-            pytest.mark.xfail(strict=True, reason="issue #28: start offset known late")
-        )
+def test_the_first_answer_on_a_cold_server_contains_the_real_start(crowd: CrowdRun) -> None:
     cold = crowd.cold
     assert cold is not None
     assert cold.at == 0.0  # given while nothing had been measured yet

@@ -39,6 +39,7 @@ from ..policy import (
     no_show_at,
     queue_schedule,
     queued_retry_after,
+    scheduled,
     window_estimate,
 )
 from ..settings import SchedulerSettings
@@ -113,16 +114,14 @@ class Answers:
             settings.sessions,
         )
         self._finish_table_at = now
-        # The first waiters' starts by their own sizes; with class windows a closed
-        # class does not take the slots the order gives it: the mean per round then.
         self._schedule = (
-            []
-            if settings.class_windows or not table.queue
-            else queue_schedule(
+            queue_schedule(
                 self._finish_table,
                 (s.remaining_bytes() for s in islice(table.queue.iter_fair(), SCHEDULED_WAITERS)),
                 rate / settings.sessions,
             )
+            if scheduled(settings) and table.queue
+            else []
         )
 
     def _estimate_start(self, session: Session, ahead: int, now: float) -> float:

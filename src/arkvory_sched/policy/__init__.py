@@ -71,6 +71,7 @@ from ._estimates import (
     queue_schedule,
     queued_retry_after,
     request_retry_after,
+    scheduled,
 )
 from ._forecast import (
     FORECAST_HORIZON_SECONDS,
@@ -240,6 +241,7 @@ __all__ = [
     "queue_schedule",
     "queued_retry_after",
     "request_retry_after",
+    "scheduled",
     "service_order",
     "sets_start",
     "slot_free_for",

@@ -174,6 +174,7 @@ class Answers:
             waiting=snapshot.waiting,
             waiting_bytes=snapshot.waiting_bytes,
             rate=rate.bytes_per_second,
+            schedule=snapshot.waiter_schedule,
         )
         moved, not_before = window.start(start + wall_offset, now + wall_offset)
         start = moved - wall_offset

@@ -14,8 +14,9 @@ import asyncpg
 from .._classes import DownloadClass
 from .._early_polls import EarlyPolls
 from ..policy import (
-    backup_may_take_slot,
+    BACKUP_GRACE_SECONDS,
     class_ages,
+    marked_in_turn,
     over_share_with_contenders,
     overdue_slot_may_be_taken,
     promote_at,
@@ -96,11 +97,25 @@ class Claims:
                 return False
             if await conn.fetchval(sql.SESSION_BLOCKED, key):
                 return False
-        elif row["mark_backup"]:
-            # A back-up takes a freed slot only when the first marked waiters did not
-            # come for it within one of their poll periods (as in memory, ADR 0002).
+        else:
+            # In the tick's order: the first marked waiters expected soon take the free
+            # slots; the rest, back-ups included, once none of them came within one of
+            # their poll periods (as in memory, ADR 0002, issue #28).
             snapshot = await self._snapshots.read(conn, fresh=True)
-            if not backup_may_take_slot(now, snapshot.last_release):
+            order = snapshot.marked_order
+            earlier = list(order[: order.index(key)]) if key in order else []
+            waiting_before = (
+                await conn.fetchval(sql.MARKED_EXPECTED, earlier, now, BACKUP_GRACE_SECONDS)
+                if earlier
+                else 0
+            )
+            if not marked_in_turn(
+                earlier_waiting=waiting_before,
+                free=self._running.settings.sessions - snapshot.active,
+                backup=row["mark_backup"],
+                now=now,
+                last_release=snapshot.last_release,
+            ):
                 return False
         # The mark is a tick old: whether the share binds is judged on the queue as it
         # is now, not as the tick saw it.

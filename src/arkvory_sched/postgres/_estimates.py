@@ -32,6 +32,8 @@ class QueueSnapshot:
     finish_table: tuple[float, ...]
     fleet_rate: float
     provisional_rate: float
+    waiter_schedule: tuple[float, ...]
+    """When the first waiters start by their own sizes, in service order (issue #28)."""
     class_lengths: tuple[int, ...]
     waiting_bytes: float
     session_count: int
@@ -40,8 +42,13 @@ class QueueSnapshot:
     active_interactive: int
     active_by_class: tuple[int, ...]
     """Held slots by base class, for the share of a class outside its windows."""
-    marked: frozenset[bytes] = frozenset()
-    """The waiters marked for a free slot: their early polls are decided (ADR 0029)."""
+    marked_order: tuple[bytes, ...] = ()
+    """The waiters the last tick marked, in its order (issue #28: they take slots in it)."""
+
+    @property
+    def marked(self) -> frozenset[bytes]:
+        """The waiters marked for a free slot: their early polls are decided (ADR 0029)."""
+        return frozenset(self.marked_order)
 
     @property
     def waiting(self) -> int:
@@ -60,6 +67,7 @@ async def read_snapshot(conn: asyncpg.Connection) -> QueueSnapshot:
         finish_table=tuple(row["finish_table"] or ()),
         fleet_rate=row["fleet_rate"],
         provisional_rate=row["provisional_rate"],
+        waiter_schedule=tuple(row["waiter_schedule"] or ()),
         class_lengths=tuple(row["class_lengths"] or (0,) * CLASS_COUNT),
         waiting_bytes=row["waiting_bytes"],
         session_count=row["session_count"],
@@ -67,7 +75,7 @@ async def read_snapshot(conn: asyncpg.Connection) -> QueueSnapshot:
         active=row["active"],
         active_interactive=row["active_interactive"],
         active_by_class=tuple(row["active_by_class"] or (0,) * CLASS_COUNT),
-        marked=frozenset(row["marked"] or ()),
+        marked_order=tuple(row["marked"] or ()),
     )
 
 

@@ -20,7 +20,6 @@ import asyncpg
 
 from .._classes import DownloadClass
 from .._clock import Clock
-from .._rate import MIN_RUN_SECONDS, BusySeconds, masked, peak_of_means
 from ..policy import (
     CLASS_COUNT,
     MARK_SCAN_SLACK,
@@ -34,7 +33,6 @@ from ..policy import (
     choose_marks,
     choose_victim,
     current_gate,
-    estimate_rate,
     finish_table,
     finishing_soon,
     marking_budget,
@@ -46,6 +44,7 @@ from ..policy import (
 from ..settings import SchedulerSettings, Strategy
 from . import _sql as sql
 from . import _sql_tick as tick_sql
+from ._estimate_inputs import FleetRate, waiter_schedule
 from ._idle_slots import IdleSlotCount
 from ._leader_aging import WindowView, entered_empty, promote_aged
 
@@ -114,9 +113,7 @@ class QueueLeader:
         self.since = 0.0  # when this process became leader (queue time)
         self._next_round_cleanup = 0.0
         self._gate: ClassGate | None = None  # the windows' verdict (R-WIN-2)
-        # The seconds this leader saw the slots busy: only they are read into the
-        # fleet's rate (ADR 0034). A new leader starts without any, on the stored rate.
-        self._busy = BusySeconds()
+        self._rate = FleetRate(node, lease_seconds)  # read from busy seconds (ADR 0034)
         self._idle = IdleSlotCount(stale_after=lease_seconds)  # issue #28
 
     @property
@@ -299,28 +296,15 @@ class QueueLeader:
         order of the fair queue: stride between classes, round-robin within a class;
         a class outside its windows only within its share (R-WIN-2)."""
         active_rows = await conn.fetch(tick_sql.ACTIVE_FOR_ESTIMATE)
-        # The leader's own seconds as of now, the others' as of their heartbeats (ADR
-        # 0017); the fleet's rate is the peak of their per-second sums (ADR 0027, 0028).
-        _, (first, seconds) = local
-        self._busy.note(now, waiting > 0 or len(active_rows) >= settings.sessions)
-        fleet = await conn.fetchrow(
-            tick_sql.FLEET_SECONDS,
-            self._lease_seconds,
-            self._node,
-            first,
-            list(seconds),
-            first + len(seconds),
-            len(seconds),
+        reading = await self._rate.read(
+            conn,
+            settings,
+            now,
+            busy=waiting > 0 or len(active_rows) >= settings.sessions,
+            local_seconds=local[1],
         )
-        totals = fleet["totals"] or []
-        busy_totals = masked(totals, self._busy.flags(first, len(totals)))
-        summed = peak_of_means(busy_totals, min_run=MIN_RUN_SECONDS) + fleet["older"]
-        fleet_rate = summed or fleet["stored"]  # a minute without a byte keeps the last
-        # This process's own reading is not a fallback: it is one process's share of
-        # the fleet, read without knowing whether the slots were busy.
-        provisional = 0.0 if fleet_rate else peak_of_means(totals)
-        rate = estimate_rate(fleet_rate, 0.0, settings.bandwidth, provisional)
-        per_session = rate.bytes_per_second / max(1, len(active_rows))
+        rate = reading.rate.bytes_per_second
+        per_session = rate / max(1, len(active_rows))
         remaining = [_remaining(row) for row in active_rows]
         soon = soon_interactive = active_interactive = 0
         for row, left in zip(active_rows, remaining, strict=True):
@@ -338,10 +322,12 @@ class QueueLeader:
             soon_interactive=soon_interactive,
         )
         finishes = finish_table(remaining, per_session, now, settings.sessions)
+        passes = await _caught_up_passes(conn, idle_classes) if waiting else []
+        schedule = await waiter_schedule(conn, settings, finishes, rate, passes) if waiting else []
         await conn.execute(tick_sql.CLEAR_MARKS)
         marked: list[bytes] = []  # filled below: written with the last writes
         last_writes.append((tick_sql.STORE_MARKS, (marked,)))
-        estimates = (finishes, now, fleet_rate, budget.free, provisional)
+        estimates = (finishes, now, reading.counted, budget.free, reading.provisional, schedule)
         last_writes.append((tick_sql.STORE_ESTIMATES, estimates))
         if not budget.free or not waiting:
             return 0
@@ -359,7 +345,6 @@ class QueueLeader:
             heads.append(
                 list(await conn.fetch(tick_sql.HEADS_OF_CLASS, rank, fetch)) if allowed else []
             )
-        passes = await _caught_up_passes(conn, idle_classes)
 
         def may_take(row: asyncpg.Record) -> bool:
             return not over_share_with_contenders(

@@ -25,6 +25,7 @@ from ..policy import (
     exact_head,
     no_show_at,
     passable_classes,
+    sets_start,
     smallest_first_key,
     ticket_arrival,
 )
@@ -111,6 +112,8 @@ class SessionAdmission:
                 outcome = error.message
             if outcome == "existing":
                 return await self._admit_existing(conn, request, key, row, now)
+            if outcome in ("admitted", "queued"):
+                await self._note_start(conn, key, request)
             if outcome == "admitted":
                 lease = self._claims.remember_claim(key, row, row, now)
                 self._running.invalidate()
@@ -208,6 +211,19 @@ class SessionAdmission:
         self._leases.forget(key)
         self._running.invalidate()
         return await self._answers.queued(conn, key, DownloadClass.by_rank(rank), now, again=True)
+
+    async def _note_start(
+        self, conn: asyncpg.Connection, key: bytes, request: DownloadRequest
+    ) -> None:
+        """A newcomer that resumes from the middle (``bytes=N-``): where it starts, for
+        the estimates, as in memory; one statement, for such newcomers only."""
+        byte_range = request.effective_range
+        if (
+            byte_range is not None
+            and byte_range.start > 0
+            and sets_start(byte_range, request.object_size, None)
+        ):
+            await conn.execute(sql.NOTE_START_HINT, key, byte_range.start)
 
     def _returning_waiter(self, request: DownloadRequest, key: bytes) -> bool:
         """A request with this queue's ticket for its session: most likely a poll.

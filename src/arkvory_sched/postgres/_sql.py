@@ -47,6 +47,7 @@ RECORD_DELIVERY: Final = statement("record_delivery")
 RECORD_INTERRUPTION: Final = statement("record_interruption")
 STORE_IN_FLIGHT: Final = statement("store_in_flight")
 NOTE_RELEASE: Final = statement("note_release")
+NOTE_START_HINT: Final = statement("note_start_hint")
 TOUCH_SESSIONS: Final = statement("touch_sessions")
 
 # ----------------------------------------------------------------------------- queue.sql
@@ -79,6 +80,7 @@ ACTIVE_BY_PRINCIPAL: Final = statement("active_by_principal")
 UNDER_SHARE_WAITING: Final = statement("under_share_waiting")
 CLAIMANT_SHARE: Final = statement("claimant_share")
 SESSION_BLOCKED: Final = statement("session_blocked")
+MARKED_EXPECTED: Final = statement("marked_expected")
 
 # ----------------------------------------------------------------------------- tick.sql
 # (the rest of tick.sql is indexed by _sql_tick)

@@ -88,3 +88,11 @@ SELECT coalesce((SELECT n FROM held WHERE held.principal = $1), 0) AS principal_
 -- R-PREEMPT-2 for a waiter that comes for a slot left free (issue #28): a yielder takes
 -- none while the head it yielded to waits (the tick clears `blocked_by` after that).
 SELECT blocked_by IS NOT NULL FROM download_session WHERE session_key = $1
+
+-- name: marked_expected
+-- Issue #28, as in memory (policy.marked_in_turn, expected_soon): of the waiters the tick
+-- marked before this one ($1), those still waiting and due within one poll period
+-- ($3 seconds) either side of now ($2).
+SELECT count(*) FROM download_session
+WHERE session_key = ANY($1::bytea[]) AND state = 0 AND marked
+  AND check_at BETWEEN $2::float8 - $3::float8 AND $2::float8 + $3::float8

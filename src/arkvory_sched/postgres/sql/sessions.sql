@@ -98,3 +98,8 @@ UPDATE queue_state SET last_release = $1
 -- name: touch_sessions
 UPDATE download_session SET last_activity = greatest(last_activity, $2)
 WHERE session_key = ANY($1::bytea[]) AND state = 1
+
+-- name: note_start_hint
+-- Where a newcomer's first request says its download starts (issue #28), until a
+-- delivered range says it (R-SESS-8): only estimates read it.
+UPDATE download_session SET start_hint = $2 WHERE session_key = $1 AND start_offset IS NULL

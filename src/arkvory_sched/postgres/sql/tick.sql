@@ -172,9 +172,12 @@ WHERE session_key = ANY($1::bytea[]) AND state = 0
 
 -- name: active_for_estimate
 -- `covered`: what is sent of the download, responses still running included (ADR 0033).
-SELECT d.base_class, d.principal, d.object_size, d.start_offset, d.yield_requested,
+-- Where the download starts: as its delivered ranges say, else as its first request
+-- did (`start_hint`, issue #28: a resume's one long response is half the object).
+SELECT d.base_class, d.principal, d.object_size, d.yield_requested,
+       coalesce(d.start_offset, d.start_hint) AS start_offset,
        least({covered_bytes} + {in_flight_bytes},
-             d.object_size - coalesce(d.start_offset, 0)) AS covered
+             d.object_size - coalesce(d.start_offset, d.start_hint, 0)) AS covered
 FROM download_slot AS s JOIN download_session AS d ON d.session_key = s.session_key
 
 -- name: fleet_seconds
@@ -210,7 +213,7 @@ SELECT
 
 -- name: store_estimates
 UPDATE queue_state SET finish_table = $1, finish_table_at = $2, fleet_rate = $3,
-    free_at_mark = $4, provisional_rate = $5
+    free_at_mark = $4, provisional_rate = $5, waiter_schedule = $6
 
 -- name: class_passes
 SELECT array_agg(pass ORDER BY queue_rank) FROM class_state
@@ -256,3 +259,12 @@ coalesce((SELECT sum(upper(r) - lower(r))
 -- hold a response's bytes only once it ended; its count is gone by then.
 coalesce((SELECT sum(f.in_flight_bytes) FROM range_share AS f
           WHERE f.slot_no = s.slot_no AND f.lease_token = s.lease_token), 0)::bigint
+
+-- name: waiting_sizes_of_class
+-- The bytes the first waiters of a class still need, in queue order (issue #28): a
+-- range of download_session_place, as for the heads a marking reads.
+SELECT object_size - coalesce(start_offset, start_hint, 0) AS remaining
+FROM download_session
+WHERE state = 0 AND queue_rank = $1
+ORDER BY place
+LIMIT $2

@@ -1,0 +1,112 @@
+"""What the leader's tick reads for the estimates (R-EST-1, issue #28, ADR 0034).
+
+Two inputs, each one statement or a few per tick, kept out of the leader's marking:
+
+* :class:`FleetRate`: the fleet's rate, read only from the seconds this leader saw the
+  slots busy, beside a provisional reading of every second for a cold server;
+* :func:`waiter_schedule`: when the first waiters start, by their own sizes, in the
+  order the fair queue serves them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from itertools import islice
+
+import asyncpg
+
+from .._rate import MIN_RUN_SECONDS, BusySeconds, masked, peak_of_means
+from ..policy import (
+    CLASS_COUNT,
+    SCHEDULED_WAITERS,
+    LinkRate,
+    estimate_rate,
+    queue_schedule,
+    scheduled,
+    service_order,
+    strides_of,
+)
+from ..settings import SchedulerSettings
+from . import _sql_tick as tick_sql
+
+__all__ = ["FleetRate", "RateReading", "waiter_schedule"]
+
+
+@dataclass(frozen=True, slots=True)
+class RateReading:
+    """One tick's reading: what is stored (``counted``, ``provisional``) and the rate
+    estimates use."""
+
+    counted: float
+    provisional: float
+    rate: LinkRate
+
+
+class FleetRate:
+    """The fleet's delivery rate as the leader reads it at each tick (ADR 0027, 0028,
+    0034): the peak of the processes' summed seconds, only the busy ones."""
+
+    __slots__ = ("_busy", "_lease_seconds", "_node")
+
+    def __init__(self, node: str, lease_seconds: float) -> None:
+        self._node = node
+        self._lease_seconds = lease_seconds
+        # A new leader has seen no busy second yet: it keeps the stored rate.
+        self._busy = BusySeconds()
+
+    async def read(
+        self,
+        conn: asyncpg.Connection,
+        settings: SchedulerSettings,
+        now: float,
+        *,
+        busy: bool,
+        local_seconds: tuple[int, Sequence[float]],
+    ) -> RateReading:
+        """``busy``: someone waits or every slot is held, as this tick sees it.
+
+        The leader's own seconds are as of now, the others' as of their heartbeats
+        (ADR 0017). This process's own reading is no fallback: it is one process's
+        share of the fleet, read without knowing whether the slots were busy.
+        """
+        self._busy.note(now, busy)
+        first, seconds = local_seconds
+        fleet = await conn.fetchrow(
+            tick_sql.FLEET_SECONDS,
+            self._lease_seconds,
+            self._node,
+            first,
+            list(seconds),
+            first + len(seconds),
+            len(seconds),
+        )
+        totals = fleet["totals"] or []
+        busy_totals = masked(totals, self._busy.flags(first, len(totals)))
+        summed = peak_of_means(busy_totals, min_run=MIN_RUN_SECONDS) + fleet["older"]
+        counted = summed or fleet["stored"]  # a minute without a byte keeps the last
+        provisional = 0.0 if counted else peak_of_means(totals)
+        rate = estimate_rate(counted, 0.0, settings.bandwidth, provisional)
+        return RateReading(counted, provisional, rate)
+
+
+async def waiter_schedule(
+    conn: asyncpg.Connection,
+    settings: SchedulerSettings,
+    finishes: Sequence[float],
+    rate: float,
+    passes: Sequence[float],
+) -> list[float]:
+    """When each of the first :data:`SCHEDULED_WAITERS` waiters starts, by its own size,
+    in the fair queue's order (:func:`~arkvory_sched.policy.queue_schedule`), as in
+    memory. Each class's first rows are one range of its place index. With class
+    windows, or another strategy than ``ordered``, none (:func:`scheduled`)."""
+    if not scheduled(settings):
+        return []
+    heads = [
+        await conn.fetch(tick_sql.WAITING_SIZES_OF_CLASS, rank, SCHEDULED_WAITERS)
+        for rank in range(CLASS_COUNT)
+    ]
+    order = service_order(heads, passes, strides_of(settings.weights))
+    sizes = (float(row["remaining"]) for _, row in islice(order, SCHEDULED_WAITERS))
+    return queue_schedule(finishes, sizes, rate / settings.sessions)
