@@ -191,6 +191,11 @@ class FairQueue:
         """The classes' pass steps, ``1 / weight`` (read only)."""
         return self._strides
 
+    def own_ahead(self, session: Session) -> int:
+        """Waiters of the session's own class before it (O(log n))."""
+        entry = session.entry
+        return 0 if entry is None else self._classes[session.queue_rank].bisect_left(entry)
+
     def ahead_of(self, session: Session, lengths: Sequence[int] | None = None) -> int:
         """How many waiters the strategy serves before ``session`` (an O(log n) estimate).
 

@@ -13,6 +13,7 @@ from ..policy import (
     ClassGate,
     current_gate,
     expected_soon,
+    in_next_round,
     marked_in_turn,
     over_share_with_contenders,
     overdue_slot_may_be_taken,
@@ -91,10 +92,13 @@ class Slots:
             return False
         table = self._table
         last_release = table.last_release
+        if overdue_slot_may_be_taken(now, last_release) and in_next_round(
+            table.queue.own_ahead(session), self.settings.sessions
+        ):
+            return self.slot_free_for(session)
         if session.mark != table.mark_epoch:
-            if not overdue_slot_may_be_taken(now, last_release):
-                return False
-        elif not marked_in_turn(
+            return False
+        if not marked_in_turn(
             earlier_waiting=self._marked_before(session, now),
             free=self.settings.sessions - len(table.active),
             backup=session.mark_backup,

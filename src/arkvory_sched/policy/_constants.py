@@ -72,9 +72,10 @@ UNKNOWN_RATE_CHECK_SECONDS: Final = 4.0
 # their own sizes (queue_schedule) each time the finish table is; the rest are
 # estimated a mean waiting download per round.
 SCHEDULED_WAITERS: Final = 1024
-# Issue #28: a slot free this long with waiters while none of the marked ones came is
-# taken by the first eligible waiter that comes; longer than a marked waiter's poll
-# period (1 s, plus jitter) and the back-ups' grace.
+# Issue #28: a slot left free this long after the last release while someone waits, and
+# none of the marked waiters came for, is taken by the first eligible waiter of the next
+# round that comes; longer than a marked waiter's poll period (1 s, plus jitter) and the
+# back-ups' grace.
 IDLE_SLOT_GRACE_SECONDS: Final = 2.0
 MARK_SCAN_SLACK: Final = 4096  # waiters a marking may pass over beyond four per mark
 TICKET_REUSE_SECONDS: Final = 60.0  # an active session's ticket is re-signed once a minute

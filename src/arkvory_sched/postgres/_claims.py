@@ -16,6 +16,8 @@ from .._early_polls import EarlyPolls
 from ..policy import (
     BACKUP_GRACE_SECONDS,
     class_ages,
+    exact_head,
+    in_next_round,
     marked_in_turn,
     over_share_with_contenders,
     overdue_slot_may_be_taken,
@@ -86,17 +88,24 @@ class Claims:
             now, snapshot.last_release
         )
 
+    async def _in_next_round(self, conn: asyncpg.Connection, key: bytes) -> bool:
+        """As in memory (:func:`~arkvory_sched.policy.in_next_round`): its place in its
+        class, exact near the head; one statement, when a slot has been left free."""
+        sessions = self._running.settings.sessions
+        placed = await conn.fetchrow(sql.POSITION, key, exact_head(sessions))
+        return placed is not None and in_next_round(placed["own_ahead"], sessions)
+
     async def may_take_slot(
         self, conn: asyncpg.Connection, key: bytes, row: asyncpg.Record, now: float
     ) -> bool:
         """As in memory: a marked waiter (a back-up after its grace), or any waiter once a
         slot has been left free past the idle grace (issue #28); then the per-principal
         share with the contenders waiting now (R-CLASS-5). The claim checks the slots."""
-        if not row["marked"]:
-            if not await self.slot_left_free(conn, now):
-                return False
+        if await self.slot_left_free(conn, now) and await self._in_next_round(conn, key):
             if await conn.fetchval(sql.SESSION_BLOCKED, key):
                 return False
+        elif not row["marked"]:
+            return False
         else:
             # In the tick's order: the first marked waiters expected soon take the free
             # slots; the rest, back-ups included, once none of them came within one of

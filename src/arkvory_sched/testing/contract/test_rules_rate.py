@@ -139,11 +139,18 @@ async def test_the_next_round_is_asked_back_by_the_earliest_start(
 async def test_a_slot_left_free_goes_to_the_first_eligible_waiter_that_comes(
     make_scheduler: MakeScheduler, clock: FakeClock
 ) -> None:
-    """The slot frees; the tick marks the first two waiters, who do not come. The third,
-    unmarked, comes: before the idle grace it waits, after it takes the slot."""
-    scheduler = await make_scheduler(contract_settings(sessions=1, bandwidth=64 * MIB))
-    holder = await admitted(scheduler, big("holder", "dl-h"))
-    waiters = [big(f"waiter-{n}", f"dl-w{n}") for n in range(3)]
+    """Three slots; one frees and the tick marks the first two waiters, who do not come.
+    The third, unmarked but of the next round (fewer waiters ahead than slots), comes:
+    before the idle grace it waits, after it takes the slot. The fourth, further back,
+    never takes it: it would start before waiters the order promised it to."""
+    scheduler = await make_scheduler(
+        contract_settings(sessions=3, max_downloads=3, bandwidth=64 * MIB)
+    )
+    holders = [  # long downloads: no slot but the one freed here is about to free
+        await admitted(scheduler, big(f"holder-{n}", f"dl-h{n}", size=64 * 1024 * MIB))
+        for n in range(3)
+    ]
+    waiters = [big(f"waiter-{n}", f"dl-w{n}") for n in range(4)]
     told = [await queued(scheduler, waiter) for waiter in waiters]
     await scheduler.tick()
     clock.advance(0.1)
@@ -151,14 +158,16 @@ async def test_a_slot_left_free_goes_to_the_first_eligible_waiter_that_comes(
         await queued(scheduler, replace(waiter, ticket=answer.ticket))
         for waiter, answer in zip(waiters, told, strict=True)
     ]
-    assert [answer.position for answer in told] == [1, 2, 3]
+    assert [answer.position for answer in told] == [1, 2, 3, 4]
     clock.advance(0.1)
-    await scheduler.report(holder.grant, Delivered(None))  # the slot frees now
+    await scheduler.report(holders[0].grant, Delivered(None))  # a slot frees now
     clock.advance(0.3)
-    await scheduler.tick()  # marks the first two (a back-up behind the first)
+    await scheduler.tick()  # sees it idle; marks the first two (a back-up behind the first)
     third = replace(waiters[2], ticket=told[2].ticket)
+    fourth = replace(waiters[3], ticket=told[3].ticket)
     clock.advance(0.5)
     await queued(scheduler, third)  # within the grace: the marked ones may still come
     clock.advance(IDLE_SLOT_GRACE_SECONDS)
     await scheduler.tick()
+    await queued(scheduler, fourth)  # past the grace, but not of the next round
     await admitted(scheduler, third)
