@@ -184,7 +184,7 @@ class Answers:
             delay,
             now=now,
             earliest=estimate.earliest,
-            next_round=ahead < self.settings.sessions,
+            next_round=not newcomer and ahead < self.settings.sessions,
             known=estimate.known,
         )
         if not newcomer and session.first_estimate is None and session.blocked_by is None:
