@@ -28,14 +28,12 @@ from ..policy import (
     LinkRate,
     StartEstimate,
     WindowEstimate,
-    bound_check_delay,
+    answer_check_delay,
     busy_retry_after,
-    check_delay,
     estimate_interval,
     estimate_rate,
     estimate_start,
     finish_table,
-    jitter,
     no_show_at,
     queue_schedule,
     queued_retry_after,
@@ -124,7 +122,7 @@ class Answers:
             else []
         )
 
-    def _estimate_start(self, session: Session, ahead: int, now: float) -> float:
+    def _estimate_start(self, session: Session, ahead: int, now: float, rate: float) -> float:
         settings, table = self.settings, self._table
         if now - self._finish_table_at > 1.0:
             self.refresh_finish_table(now)
@@ -139,7 +137,7 @@ class Answers:
             active_interactive=table.active_interactive,
             waiting=len(table.queue),
             waiting_bytes=table.waiting_bytes,
-            rate=self.current_rate().bytes_per_second,
+            rate=rate,
             schedule=self._schedule,
         )
 
@@ -151,13 +149,13 @@ class Answers:
         wall_offset = self._clock.wall() - now  # announced times are wall time (R-RES-5)
         window = self._window(session, now + wall_offset)
         ahead = self._table.queue.ahead_of(session, window.lengths)
-        start = self._estimate_start(session, ahead, now)
+        rate = self.current_rate()
+        start = self._estimate_start(session, ahead, now, rate.bytes_per_second)
         moved, not_before = window.start(start + wall_offset, now + wall_offset)
         start = moved - wall_offset
-        known = self.current_rate().known
-        earliest, latest = estimate_interval(start, now, known=known)
+        earliest, latest = estimate_interval(start, now, known=rate.known)
         earliest = max(earliest, not_before - wall_offset)  # not before its window opens
-        return StartEstimate(ahead, start, earliest, latest, wall_offset, window, known)
+        return StartEstimate(ahead, start, earliest, latest, wall_offset, window, rate.known)
 
     def queued(
         self, session: Session, now: float, *, newcomer: bool, again: bool = False
@@ -167,25 +165,15 @@ class Answers:
         repeated to early polls (ADR 0029)."""
         estimate = self.estimate(session, now)
         ahead, start, wall_offset = estimate.ahead, estimate.start, estimate.wall_offset
-        wait = start - now
         table = self._table
-        delay = estimate.window.check_delay(
-            check_delay(
-                session.key,
-                newcomer=newcomer,
-                ahead=ahead,
-                wait=wait,
-                marked=session.mark == table.mark_epoch,
-                free_at_mark=table.free_at_mark,
-            ),
-            jitter(session.key),
-        )
-        delay = bound_check_delay(
-            delay,
+        delay = answer_check_delay(
+            estimate,
+            session.key,
             now=now,
-            earliest=estimate.earliest,
-            next_round=not newcomer and ahead < self.settings.sessions,
-            known=estimate.known,
+            newcomer=newcomer,
+            marked=session.mark == table.mark_epoch,
+            free_at_mark=table.free_at_mark,
+            sessions=self.settings.sessions,
         )
         if not newcomer and session.first_estimate is None and session.blocked_by is None:
             session.first_estimate = start

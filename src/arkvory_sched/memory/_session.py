@@ -172,8 +172,14 @@ class Session:
         return self.principal.active
 
     def note_start(self, byte_range: ByteRange | None) -> None:
-        """A request of this download: where it says the download starts, if it does."""
-        if sets_start(byte_range, self.object_size, None):
+        """A request of this download: where it says the download starts, if it does.
+        Once a delivered range says it, or a request started at byte 0, nothing can
+        move the start earlier: every further range of a session passes here."""
+        if (
+            self.start_offset is None
+            and self.start_hint != 0
+            and sets_start(byte_range, self.object_size, None)
+        ):
             assert byte_range is not None
             hint = self.start_hint
             self.start_hint = byte_range.start if hint is None else min(hint, byte_range.start)

@@ -58,6 +58,7 @@ from ._constants import (
 )
 from ._estimates import (
     LinkRate,
+    answer_check_delay,
     bound_check_delay,
     busy_retry_after,
     check_delay,
@@ -201,6 +202,7 @@ __all__ = [
     "YieldCandidate",
     "YieldHead",
     "YieldHolder",
+    "answer_check_delay",
     "backup_may_take_slot",
     "base_class_of",
     "bound_check_delay",

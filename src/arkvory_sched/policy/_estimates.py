@@ -28,10 +28,12 @@ from ._constants import (
     UNKNOWN_RATE_CHECK_SECONDS,
     UNKNOWN_RATE_SPREAD,
 )
+from ._gate import StartEstimate
 from ._requests import Strategy
 
 __all__ = [
     "LinkRate",
+    "answer_check_delay",
     "bound_check_delay",
     "busy_retry_after",
     "check_delay",
@@ -250,6 +252,40 @@ def bound_check_delay(
     if not known:
         delay = min(delay, UNKNOWN_RATE_CHECK_SECONDS)
     return delay
+
+
+def answer_check_delay(
+    estimate: StartEstimate,
+    key: bytes,
+    *,
+    now: float,
+    newcomer: bool,
+    marked: bool,
+    free_at_mark: int,
+    sessions: int,
+) -> float:
+    """Seconds until a waiter told ``estimate`` asks again, as both stores answer it:
+    :func:`check_delay`, no later than its class's opening allows, and for a waiter of
+    the next round no later than its earliest start (:func:`bound_check_delay`; a
+    newcomer keeps its 2 s, R-EST-3)."""
+    delay = estimate.window.check_delay(
+        check_delay(
+            key,
+            newcomer=newcomer,
+            ahead=estimate.ahead,
+            wait=estimate.start - now,
+            marked=marked,
+            free_at_mark=free_at_mark,
+        ),
+        jitter(key),
+    )
+    return bound_check_delay(
+        delay,
+        now=now,
+        earliest=estimate.earliest,
+        next_round=not newcomer and estimate.ahead < sessions,
+        known=estimate.known,
+    )
 
 
 def queued_retry_after(delay: float) -> int:

@@ -21,13 +21,11 @@ from ..policy import (
     LinkRate,
     StartEstimate,
     WindowEstimate,
-    bound_check_delay,
-    check_delay,
+    answer_check_delay,
     estimate_interval,
     estimate_rate,
     estimate_start,
     exact_head,
-    jitter,
     no_show_at,
     queued_retry_after,
     stride_ahead,
@@ -100,25 +98,14 @@ class Answers:
             own_ahead = max(own_ahead, snapshot.class_lengths[row["queue_rank"]])
         estimate = self.estimate(own_ahead, row["queue_rank"], cls, snapshot, now)
         ahead, start, wall_offset = estimate.ahead, estimate.start, estimate.wall_offset
-        window = estimate.window
-        wait = start - now
-        delay = window.check_delay(
-            check_delay(
-                key,
-                newcomer=is_newcomer,
-                ahead=ahead,
-                wait=wait,
-                marked=bool(row["marked"]),
-                free_at_mark=snapshot.free_at_mark,
-            ),
-            jitter(key),
-        )
-        delay = bound_check_delay(
-            delay,
+        delay = answer_check_delay(
+            estimate,
+            key,
             now=now,
-            earliest=estimate.earliest,
-            next_round=not is_newcomer and ahead < self._running.settings.sessions,
-            known=estimate.known,
+            newcomer=is_newcomer,
+            marked=bool(row["marked"]),
+            free_at_mark=snapshot.free_at_mark,
+            sessions=self._running.settings.sessions,
         )
         check_at = now + delay
         no_show = no_show_at(check_at, delay)

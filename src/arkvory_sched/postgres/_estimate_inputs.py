@@ -23,7 +23,6 @@ from ..policy import (
     LinkRate,
     estimate_rate,
     queue_schedule,
-    scheduled,
     service_order,
     strides_of,
 )
@@ -99,10 +98,8 @@ async def waiter_schedule(
 ) -> list[float]:
     """When each of the first :data:`SCHEDULED_WAITERS` waiters starts, by its own size,
     in the fair queue's order (:func:`~arkvory_sched.policy.queue_schedule`), as in
-    memory. Each class's first rows are one range of its place index. With class
-    windows, or another strategy than ``ordered``, none (:func:`scheduled`)."""
-    if not scheduled(settings):
-        return []
+    memory. Each class's first rows are one range of its place index. The caller asks
+    only when the settings want a schedule (:func:`~arkvory_sched.policy.scheduled`)."""
     heads = [
         await conn.fetch(tick_sql.WAITING_SIZES_OF_CLASS, rank, SCHEDULED_WAITERS)
         for rank in range(CLASS_COUNT)

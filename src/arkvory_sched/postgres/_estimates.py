@@ -44,11 +44,9 @@ class QueueSnapshot:
     """Held slots by base class, for the share of a class outside its windows."""
     marked_order: tuple[bytes, ...] = ()
     """The waiters the last tick marked, in its order (issue #28: they take slots in it)."""
-
-    @property
-    def marked(self) -> frozenset[bytes]:
-        """The waiters marked for a free slot: their early polls are decided (ADR 0029)."""
-        return frozenset(self.marked_order)
+    marked: frozenset[bytes] = frozenset()
+    """The same waiters as a set, built once per read: every early poll asks whether it
+    is among them, and is decided anew if so (ADR 0029)."""
 
     @property
     def waiting(self) -> int:
@@ -76,6 +74,7 @@ async def read_snapshot(conn: asyncpg.Connection) -> QueueSnapshot:
         active_interactive=row["active_interactive"],
         active_by_class=tuple(row["active_by_class"] or (0,) * CLASS_COUNT),
         marked_order=tuple(row["marked"] or ()),
+        marked=frozenset(row["marked"] or ()),
     )
 
 

@@ -37,6 +37,7 @@ from ..policy import (
     finishing_soon,
     marking_budget,
     over_share_with_contenders,
+    scheduled,
     service_order,
     slot_free_for,
     strides_of,
@@ -322,8 +323,17 @@ class QueueLeader:
             soon_interactive=soon_interactive,
         )
         finishes = finish_table(remaining, per_session, now, settings.sessions)
-        passes = await _caught_up_passes(conn, idle_classes) if waiting else []
-        schedule = await waiter_schedule(conn, settings, finishes, rate, passes) if waiting else []
+        # The passes are read once, for the schedule and the marking, and only if needed.
+        passes = (
+            await _caught_up_passes(conn, idle_classes)
+            if waiting and (budget.free or scheduled(settings))
+            else []
+        )
+        schedule = (
+            await waiter_schedule(conn, settings, finishes, rate, passes)
+            if waiting and scheduled(settings)
+            else []
+        )
         await conn.execute(tick_sql.CLEAR_MARKS)
         marked: list[bytes] = []  # filled below: written with the last writes
         last_writes.append((tick_sql.STORE_MARKS, (marked,)))
