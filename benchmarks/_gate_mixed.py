@@ -19,6 +19,7 @@ import itertools
 import json
 import math
 import random
+from collections import deque
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -155,17 +156,27 @@ async def run_mixed(
 def idle_while_waiting(
     records: list[dict[str, Any]], active: list[tuple[float, int]], slots: int
 ) -> tuple[float, float]:
-    """(slot-seconds no session held while anyone waited, the longest such stretch in
-    seconds), from the active sessions sampled every 250 ms: a sample stands for the
-    time until the next one."""
+    """(slot-seconds no session held while anyone waited, the longest time one slot stayed
+    empty with someone waiting), from the active sessions sampled every 250 ms: a sample
+    stands for the time until the next one.
+
+    A stretch is one slot's, as the simulation counts it (``tests.simulation.idle``):
+    each idle slot keeps the moment it became idle with a waiter present, and the oldest
+    is the one a starting session takes. Under a fast turnover some slot is nearly always
+    between two sessions; that is many short stretches, not one long one.
+    """
     spans = waiting_spans(records)
-    idle = stretch = longest = 0.0
+    idle = longest = 0.0
+    since: deque[float] = deque()
     for (t0, held), (t1, _) in itertools.pairwise(active):
-        if held < slots and waiting_at(spans, (t0 + t1) / 2):
-            idle, stretch = idle + (slots - held) * (t1 - t0), stretch + t1 - t0
-            longest = max(longest, stretch)
-        else:
-            stretch = 0.0
+        empty = max(0, slots - held) if waiting_at(spans, (t0 + t1) / 2) else 0
+        while len(since) > empty:
+            longest = max(longest, t0 - since.popleft())
+        while len(since) < empty:
+            since.append(t0)
+        idle += empty * (t1 - t0)
+    if active:
+        longest = max([longest, *(active[-1][0] - moment for moment in since)])
     return idle, longest
 
 

@@ -89,3 +89,16 @@ def test_a_stretch_ends_when_every_slot_is_held_again() -> None:
     active = [(0.0, 8), (1.0, 9), (2.0, 8), (3.0, 8), (4.0, 8), (5.0, 9)]
     idle, longest = idle_while_waiting(records, active, slots=9)
     assert (idle, longest) == (4.0, 3.0)
+
+
+def test_a_stretch_is_one_slots_not_the_time_some_slot_was_free() -> None:
+    """Slots freeing in turn, each taken again a second later: always one free, yet no
+    slot stayed empty for more than a second."""
+    records = [{"arrival": 0.0, "start": None, "stop": 10.0}]
+    active = [(float(t), 8) for t in range(6)] + [(6.0, 9)]
+    idle, longest = idle_while_waiting(records, active, slots=9)
+    assert idle == 6.0
+    assert longest == 6.0  # the same count throughout: nothing says a slot was retaken
+    turnover = [(0.0, 8), (1.0, 9), (1.0, 8), (2.0, 9), (2.0, 8), (3.0, 9)]
+    idle, longest = idle_while_waiting(records, turnover, slots=9)
+    assert (idle, longest) == (3.0, 1.0)
