@@ -44,7 +44,17 @@ $(CHROMIUM):
 	$(SUDO) apt-get install -y --no-install-recommends chromium || \
 		($(SUDO) apt-get update && $(SUDO) apt-get install -y --no-install-recommends chromium)
 
-test: lint $(CHROMIUM)
+# promtool checks and unit-tests the alerting rules in deploy/prometheus (docs/operations.md).
+# Debian ships it in the server's package, whose install may start the server: it is
+# stopped and kept from starting at boot, so no Prometheus runs and port 9090 stays free.
+PROMTOOL := /usr/bin/promtool
+$(PROMTOOL):
+	$(SUDO) apt-get install -y --no-install-recommends prometheus || \
+		($(SUDO) apt-get update && $(SUDO) apt-get install -y --no-install-recommends prometheus)
+	$(SUDO) invoke-rc.d prometheus stop || true
+	$(SUDO) update-rc.d prometheus disable || true
+
+test: lint $(CHROMIUM) $(PROMTOOL)
 	$(BIN)/pytest
 
 # docs/schema.sql, the PostgreSQL schema as every migration leaves it, regenerated from
