@@ -57,6 +57,17 @@ $(PROMTOOL):
 test: lint $(CHROMIUM) $(PROMTOOL)
 	$(BIN)/pytest
 
+# The recipes' tests (tests/tools, docs/clients.md) run Debian's wget and aria2c.
+WGET := /usr/bin/wget
+ARIA2C := /usr/bin/aria2c
+test: $(WGET) $(ARIA2C)
+$(WGET):
+	$(SUDO) apt-get install -y --no-install-recommends wget || \
+		($(SUDO) apt-get update && $(SUDO) apt-get install -y --no-install-recommends wget)
+$(ARIA2C):
+	$(SUDO) apt-get install -y --no-install-recommends aria2 || \
+		($(SUDO) apt-get update && $(SUDO) apt-get install -y --no-install-recommends aria2)
+
 # docs/schema.sql, the PostgreSQL schema as every migration leaves it, regenerated from
 # a fresh migration with pg_dump; needs PostgreSQL as bench-pg does (see below).
 # tests/postgres/test_schema_snapshot.py fails until a new migration's snapshot is in.
