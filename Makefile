@@ -54,19 +54,19 @@ $(PROMTOOL):
 	$(SUDO) invoke-rc.d prometheus stop || true
 	$(SUDO) update-rc.d prometheus disable || true
 
-test: lint $(CHROMIUM) $(PROMTOOL)
-	$(BIN)/pytest
-
 # The recipes' tests (tests/tools, docs/clients.md) run Debian's wget and aria2c.
 WGET := /usr/bin/wget
 ARIA2C := /usr/bin/aria2c
-test: $(WGET) $(ARIA2C)
 $(WGET):
 	$(SUDO) apt-get install -y --no-install-recommends wget || \
 		($(SUDO) apt-get update && $(SUDO) apt-get install -y --no-install-recommends wget)
 $(ARIA2C):
 	$(SUDO) apt-get install -y --no-install-recommends aria2 || \
 		($(SUDO) apt-get update && $(SUDO) apt-get install -y --no-install-recommends aria2)
+
+test: lint $(CHROMIUM) $(PROMTOOL) $(WGET) $(ARIA2C)
+	$(BIN)/pytest
+
 
 # docs/schema.sql, the PostgreSQL schema as every migration leaves it, regenerated from
 # a fresh migration with pg_dump; needs PostgreSQL as bench-pg does (see below).
