@@ -185,7 +185,7 @@ def set_place(context: BrowserContext, cookie: Cookie, value: str) -> None:
 
 
 # --------------------------------------------------------------------------- the page
-def test_a_click_while_the_slot_is_busy_past_the_hold_shows_the_page(
+def test_a_click_while_busy_past_the_hold_shows_the_page_as_in_the_screenshots(
     browser: Browser, demo: Demo, tmp_path: Path
 ) -> None:
     """The place, the start in local time with its interval, what to do; the cookie as

@@ -73,7 +73,9 @@ class Setup:
 
 
 def setup(*, waiting_page: bool = True, **settings: Any) -> Setup:
-    """One slot; a fixed ticket key and a fake clock, so two setups answer alike."""
+    """One slot; a fixed ticket key and a fake clock, so two setups answer alike; a
+    short hold (a request without an id is held that long before its answer)."""
+    settings.setdefault("hold_seconds", 0.05)
     store = ObjectStore(objects={"big": BIG, "other": BIG[: 20 * 1024 * 1024]})
     clock = FakeClock()
     scheduler = InMemoryDownloadScheduler(

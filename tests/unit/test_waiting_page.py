@@ -22,8 +22,8 @@ from arkvory_sched.asgi._waiting_page import (
     ASSET_DIRECTORY,
     CONTENT_SECURITY_POLICY,
     in_words,
-    waiting_asset,
-    waiting_page,
+    render_waiting_page,
+    waiting_page_asset,
 )
 
 WALL = 1_780_000_000.0  # 2026-05-28T20:26:40Z
@@ -72,7 +72,7 @@ def page(
     queued: Queued | None = None, path: str = "/files/big.iso"
 ) -> tuple[dict[bytes, bytes], str]:
     scope = request(path)
-    status, headers, body = waiting_page(queued or decision(), visit(scope), scope)
+    status, headers, body = render_waiting_page(queued or decision(), visit(scope), scope)
     assert status == 503
     names = [name for name, _ in headers]
     assert len(names) == len(set(names)), "a header appears twice"
@@ -235,7 +235,7 @@ def test_a_narrow_interval_and_a_start_on_another_day_read_plainly() -> None:
 def test_every_file_name_is_escaped_and_never_read_as_markup(name: str) -> None:
     scope = request("/files/" + name)
     scope["raw_path"] = quote("/files/" + name).encode()
-    _, _, raw = waiting_page(decision(), visit(scope), scope)
+    _, _, raw = render_waiting_page(decision(), visit(scope), scope)
     body = raw.decode()
     markup = parse(body)
     assert [tag for tag, _ in markup.elements].count("script") == 1
@@ -281,7 +281,7 @@ def test_a_wait_in_words(seconds: float, words: str) -> None:
     ],
 )
 def test_the_assets_are_served_below_the_root_path(name: str, media_type: bytes) -> None:
-    answer = waiting_asset(request(f"/files{ASSET_DIRECTORY}{name}"))
+    answer = waiting_page_asset(request(f"/files{ASSET_DIRECTORY}{name}"))
     assert answer is not None
     status, headers, body = answer
     mapping = dict(headers)
@@ -305,11 +305,11 @@ def test_the_assets_are_served_below_the_root_path(name: str, media_type: bytes)
     ],
 )
 def test_anything_else_is_left_to_the_application(path: str) -> None:
-    assert waiting_asset(request(path)) is None
+    assert waiting_page_asset(request(path)) is None
 
 
 def test_the_script_reads_no_wall_clock_for_a_duration() -> None:
-    answer = waiting_asset(request(f"/files{ASSET_DIRECTORY}waiting-page.js"))
+    answer = waiting_page_asset(request(f"/files{ASSET_DIRECTORY}waiting-page.js"))
     assert answer is not None
     script = answer[2].decode()
     assert "performance.now()" in script

@@ -42,7 +42,7 @@ from ._browser import PlaceIds, Visit, read_visit
 from ._observer import GrantObserver, PlaceObserver, failure_outcome
 from ._problems import Answer, bad_request, busy, queued
 from ._request_headers import read_request
-from ._waiting_page import waiting_asset, waiting_page
+from ._waiting_page import render_waiting_page, waiting_page_asset
 
 __all__ = ["DownloadSchedulerMiddleware"]
 
@@ -116,7 +116,7 @@ class DownloadSchedulerMiddleware:
             return
         target = await self.resolver(scope)
         if target is None:
-            asset = waiting_asset(scope) if self.waiting_page else None
+            asset = waiting_page_asset(scope) if self.waiting_page else None
             if asset is not None:
                 await _answer(send, asset)  # the waiting page's own stylesheet or script
                 return
@@ -218,7 +218,7 @@ class DownloadSchedulerMiddleware:
             await self._scheduler.report(decision.grant, outcome)
         elif isinstance(decision, Queued):
             if visit is not None and visit.navigation:
-                await _answer(send, waiting_page(decision, visit, scope))
+                await _answer(send, render_waiting_page(decision, visit, scope))
             else:
                 await _answer(send, queued(decision))
         elif decision is not None:

@@ -39,8 +39,8 @@ __all__ = [
     "ASSET_DIRECTORY",
     "CONTENT_SECURITY_POLICY",
     "in_words",
-    "waiting_asset",
-    "waiting_page",
+    "render_waiting_page",
+    "waiting_page_asset",
 ]
 
 #: Where the page's stylesheet and script are served, below the middleware's root path.
@@ -60,7 +60,7 @@ _MAX_NAME: Final = 120  # characters of a file name shown before it is cut
 _PATH_SAFE: Final = "/!$&'()*+,;=:@-._~"
 
 
-def waiting_page(decision: Queued, visit: Visit, scope: Scope) -> Answer:
+def render_waiting_page(decision: Queued, visit: Visit, scope: Scope) -> Answer:
     """The ``503`` page for a navigation whose download waits (see the module docstring)."""
     now = decision.check_at - decision.retry_after
     root = quote(str(scope.get("root_path", "")).rstrip("/"), safe=_PATH_SAFE)
@@ -108,7 +108,7 @@ def waiting_page(decision: Queued, visit: Visit, scope: Scope) -> Answer:
     return 503, headers, body
 
 
-def waiting_asset(scope: Scope) -> Answer | None:
+def waiting_page_asset(scope: Scope) -> Answer | None:
     """The page's stylesheet or script when the request names one, else ``None``."""
     path = str(scope.get("path", ""))
     root = str(scope.get("root_path", "")).rstrip("/")
