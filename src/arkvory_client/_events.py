@@ -35,9 +35,10 @@ class Queued:
 
     ``position`` (1 is next) and the estimated start (``starts_at``, within
     ``earliest``..``latest``) come from the queue headers and are ``None`` when the server
-    gave none (a plain busy answer, or a newcomer whose place is known only on the next
-    tick). ``retry_after`` is the wait the server asked for, in seconds. ``reason`` is
-    ``download_queued``, ``busy``, ``rate_limited`` or ``retry_after``.
+    gave none (a plain busy answer, or a newcomer's first answer from a shared PostgreSQL
+    queue, which tells the place from the first poll on). ``retry_after`` is the wait the
+    server asked for, in seconds. ``reason`` is ``download_queued``, ``busy``,
+    ``rate_limited`` or ``retry_after``.
     """
 
     position: int | None

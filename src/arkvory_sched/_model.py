@@ -163,8 +163,10 @@ class Admitted:
 class Queued:
     """The session waits: answer ``503`` (reason ``download_queued``) with these headers.
 
-    ``position`` is 1-based (``1`` = next) and ``None`` for a newcomer whose place is
-    only known after the next tick (R-EST-3). Times are wall-clock epoch seconds.
+    ``position`` is 1-based (``1`` = next). The in-memory store counts a newcomer's
+    too; on PostgreSQL it is ``None`` for a newcomer, whose count would race arrivals of
+    the same instant, and exact from its first poll (R-EST-3). Times are wall-clock
+    epoch seconds.
     ``retry_after`` is whole seconds up to ``check_at``.
     """
 

@@ -68,14 +68,15 @@ class Client:
         issued = response.headers.get("arkvory-queue-ticket")
         if issued is not None:
             self.ticket = issued
-        if "arkvory-queue-position" in response.headers:
+        if presented is not None and "arkvory-queue-position" in response.headers:
             self.due = time.monotonic() + int(response.headers["retry-after"])
         return response
 
     def position(self) -> int:
         """Poll once when told to, as a protocol client does (a poll before then is told
         its last place again, ADR 0029); the download must still be waiting, at a known
-        place. A newcomer's answer has no place, and its next poll is decided at once."""
+        place. A newcomer's next poll (its first answer came without a ticket sent) is
+        decided at once."""
         time.sleep(max(0.0, self.due - time.monotonic()))
         response = self.get()
         assert response.status_code == 503, response.text
@@ -104,9 +105,9 @@ def test_a_waiting_download_is_told_where_it_stands(
     assert problem["type"] == "urn:arkvory:problem:download_queued"
     retry_after = int(first.headers["retry-after"])
     assert 1 <= retry_after <= 300
-    # A newcomer's place is known from the next tick on (R-EST-3): no position yet.
-    assert "arkvory-queue-position" not in first.headers
-    assert problem["position"] is None
+    # A newcomer's first answer has its place too (R-EST-3).
+    assert first.headers["arkvory-queue-position"] == "1"
+    assert problem["position"] == 1
     match = STARTS_AT.fullmatch(first.headers["arkvory-starts-at"])
     assert match is not None, first.headers["arkvory-starts-at"]
     starts, earliest, latest = (_instant(value) for value in match.groups())

@@ -404,10 +404,14 @@ class LinkSimulation:
             self._link.start(token, client, decision.grant, byte_range, client.spec.rate_cap)
             return
         if isinstance(decision, Queued):
+            # The first estimate scored is the first poll's, as the scheduler scores it:
+            # a newcomer's answer (before the client held any ticket) is not.
+            polled = client.ticket is not None
             if decision.ticket is not None:
                 client.ticket = decision.ticket
             if (
                 result.estimate is None
+                and polled
                 and decision.position is not None
                 and self._now >= self._estimate_after
             ):

@@ -53,11 +53,12 @@ def _head_behind(holder_size: int, **settings: Any) -> tuple[SchedulerCore, Fake
 # --- R-EST-3: checkAt ----------------------------------------------------------------------
 
 
-def test_newcomer_first_answer_has_no_position_and_two_seconds() -> None:
+def test_newcomer_first_answer_has_its_position_and_two_seconds() -> None:
     core, clock = make_core(sessions=1)
     start(core, req("holder", size=200 * GIB))
+    wait_in_queue(core, req("earlier"))
     answer = wait_in_queue(core, req("newcomer"))
-    assert answer.position is None
+    assert answer.position == 2  # behind the one waiting already
     assert answer.retry_after == 2
     assert _delay(answer, clock) == pytest.approx(2.0)
     assert answer.reason == "download_queued"

@@ -738,7 +738,7 @@ async def test_queued_session_gets_503_with_queue_headers_then_a_slot(make: Buil
         assert earliest <= point <= latest
         assert TICKET_RE.fullmatch(first.headers[TICKET_HEADER])
         assert first.headers[CLASS_HEADER] == "release"
-        assert "arkvory-queue-position" not in first.headers  # a newcomer's place is unknown
+        assert first.headers["arkvory-queue-position"] == "1"  # a newcomer's too (R-EST-3)
         assert first.headers["cache-control"] == "no-store"
         document = problem(first)
         assert document["reason"] == "download_queued"

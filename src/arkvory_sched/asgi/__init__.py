@@ -8,6 +8,9 @@ conditional requests) stays apart from the stores, which know nothing of HTTP.
 - :mod:`._middleware`: :class:`DownloadSchedulerMiddleware`.
 - :mod:`._request_headers`, :mod:`._ranges`, :mod:`._conditional`: what a request asks.
 - :mod:`._problems`: ``429``/``503`` answers as RFC 9457 problem documents.
+- :mod:`._browser`, :mod:`._waiting_page`: a browser's navigation to a download that
+  waits, its place cookie, and the page it gets instead of the problem document
+  (``waiting-page.html``, ``.css``, ``.js``; ADR 0035).
 - :mod:`._observer`: following a granted response to its end and reporting it.
 - :mod:`._asgi`: the ASGI type aliases.
 

@@ -19,7 +19,10 @@ bytes (ADR 0013); the decisions and the accounting are the scheduler's own, unch
 Any other case, and any scheduler that declines the fast path, goes through ``admit``.
 
 Reading a request (once) lives in ``_request_headers.py``, observing a response in
-``_observer.py``.
+``_observer.py``. A browser's navigation to a download that must wait gets the waiting
+page instead of the problem document (ADR 0035): the middleware only decides that a
+request is one (``_browser.py``, read for session-sized downloads without an id) and
+keys its session by the browser's place; the page is ``_waiting_page.py``.
 """
 
 from __future__ import annotations
@@ -35,9 +38,11 @@ from .._port import DownloadScheduler, FastGrant, FastPath
 from .._target import Resolver
 from .._ticking import run_tick_loop
 from ._asgi import ASGIApp, Message, Receive, Scope, Send
+from ._browser import PlaceIds, Visit, read_visit
 from ._observer import GrantObserver, PlaceObserver, failure_outcome
 from ._problems import Answer, bad_request, busy, queued
 from ._request_headers import read_request
+from ._waiting_page import render_waiting_page, waiting_page_asset
 
 __all__ = ["DownloadSchedulerMiddleware"]
 
@@ -63,7 +68,10 @@ class DownloadSchedulerMiddleware:
     middleware runs the scheduler for the lifetime of the ASGI lifespan: it starts it,
     runs its tick loop, closes it on shutdown and disconnects it before shutdown is
     complete (the port's lifecycle, the same for every store); pass ``False`` when the
-    host runs them itself (``async with scheduler:`` and ``run_tick_loop``).
+    host runs them itself (``async with scheduler:`` and ``run_tick_loop``). With
+    ``waiting_page`` (default) a browser's navigation to a download that waits gets the
+    waiting page, whose stylesheet and script the middleware serves below its root path
+    at ``/.arkvory/`` (ADR 0035); ``False`` answers every client alike.
     """
 
     def __init__(
@@ -73,11 +81,14 @@ class DownloadSchedulerMiddleware:
         scheduler: DownloadScheduler,
         resolver: Resolver,
         run_ticks: bool = True,
+        waiting_page: bool = True,
     ) -> None:
         self.app = app
         self.scheduler = scheduler
         self.resolver = resolver
         self.run_ticks = run_ticks
+        self.waiting_page = waiting_page
+        self._places = PlaceIds()
         self._held = 0
 
     @property
@@ -105,6 +116,10 @@ class DownloadSchedulerMiddleware:
             return
         target = await self.resolver(scope)
         if target is None:
+            asset = waiting_page_asset(scope) if self.waiting_page else None
+            if asset is not None:
+                await _answer(send, asset)  # the waiting page's own stylesheet or script
+                return
             await self.app(scope, receive, send)  # not a download, or denied
             return
         try:
@@ -116,6 +131,22 @@ class DownloadSchedulerMiddleware:
             await self.app(scope, receive, send)  # the app answers 304 or 416: no place
             return
         byte_range, download_id, requested, ticket, address = read
+        visit: Visit | None = None
+        more: tuple[tuple[bytes, bytes], ...] = ()
+        if (
+            download_id is None
+            and self.waiting_page
+            and target.size > self._scheduler.settings.session_min_bytes
+        ):
+            visit = read_visit(scope, address, self._places)
+            if visit is not None and visit.identity is not None:
+                # The browser's place keys its session, wherever it comes from.
+                address = visit.identity
+                ticket = ticket or visit.ticket
+                # Once served, the cookie keeps the place id (a resumption finds its
+                # session) but no ticket: a later download queues anew (ADR 0035).
+                cookie = visit.cookie(None)
+                more = (cookie,) if cookie is not None else ()
         fast = self._fast
         place: FastGrant | None = None
         decision: Decision | None = None
@@ -157,7 +188,7 @@ class DownloadSchedulerMiddleware:
         if place is not None and fast is not None:
             # The fast path's response. Its release is synchronous, so a cancelled request
             # cannot skip it and nothing needs a shield.
-            observer = PlaceObserver(fast, place, send)
+            observer = PlaceObserver(fast, place, send, more)
             try:
                 await self.app(scope, receive, observer.send)
             except BaseException as error:
@@ -172,7 +203,7 @@ class DownloadSchedulerMiddleware:
             else:
                 fast.report_range(place, observer.outcome(target.size, place.byte_range))
         elif isinstance(decision, Admitted):
-            grant_observer = GrantObserver(self._scheduler, decision, send)
+            grant_observer = GrantObserver(self._scheduler, decision, send, more)
             try:
                 await self.app(scope, receive, grant_observer.send)
             except BaseException as error:
@@ -186,7 +217,10 @@ class DownloadSchedulerMiddleware:
             outcome = grant_observer.outcome(target.size, decision.grant.byte_range)
             await self._scheduler.report(decision.grant, outcome)
         elif isinstance(decision, Queued):
-            await _answer(send, queued(decision))
+            if visit is not None and visit.navigation:
+                await _answer(send, render_waiting_page(decision, visit, scope))
+            else:
+                await _answer(send, queued(decision))
         elif decision is not None:
             await _answer(send, busy(decision))
 

@@ -122,16 +122,23 @@ class ResponseObserver:
 
 
 class GrantObserver(ResponseObserver):
-    """The observer of a response admitted through the port."""
+    """The observer of a response admitted through the port; ``more`` are headers the
+    middleware adds besides the class and ticket (a browser's place cookie)."""
 
     __slots__ = ("_grant", "_scheduler")
 
-    def __init__(self, scheduler: DownloadScheduler, decision: Admitted, send: Send) -> None:
+    def __init__(
+        self,
+        scheduler: DownloadScheduler,
+        decision: Admitted,
+        send: Send,
+        more: tuple[tuple[bytes, bytes], ...] = (),
+    ) -> None:
         grant = decision.grant
         extra = CLASS_HEADERS[grant.download_class]
         if decision.ticket is not None:
             extra = (*extra, (b"arkvory-queue-ticket", decision.ticket.encode()))
-        super().__init__(send, extra)
+        super().__init__(send, (*extra, *more) if more else extra)
         self._scheduler = scheduler
         self._grant: Grant = grant
 
@@ -141,17 +148,24 @@ class GrantObserver(ResponseObserver):
 
 class PlaceObserver(ResponseObserver):
     """The observer of a response on the scheduler's :class:`FastPath`: a per-request
-    place, or a range of an active session (with the session's ticket)."""
+    place, or a range of an active session (with the session's ticket); ``more`` as for
+    :class:`GrantObserver`."""
 
     __slots__ = ("_fast", "_place")
 
-    def __init__(self, fast: FastPath[Any], place: FastGrant, send: Send) -> None:
+    def __init__(
+        self,
+        fast: FastPath[Any],
+        place: FastGrant,
+        send: Send,
+        more: tuple[tuple[bytes, bytes], ...] = (),
+    ) -> None:
         # Every field set here rather than through super(): one call fewer per small object.
         self._send = send
         extra = CLASS_HEADERS[place.download_class]
         if place.ticket is not None:
             extra = (*extra, (b"arkvory-queue-ticket", place.ticket.encode()))
-        self._extra = extra
+        self._extra = (*extra, *more) if more else extra
         self._progress_at = PROGRESS_EVERY_BYTES
         self._reported = 0
         self._reported_at = 0.0

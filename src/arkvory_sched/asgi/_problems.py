@@ -16,6 +16,7 @@ __all__ = [
     "PROBLEM_CONTENT_TYPE",
     "bad_request",
     "busy",
+    "queue_headers",
     "queued",
     "rfc3339",
 ]
@@ -61,8 +62,8 @@ def _problem(
     )
 
 
-def queued(decision: Queued) -> Answer:
-    """``503`` ``download_queued``: come back at ``Retry-After`` — not a failure (R-SESS-5)."""
+def queue_headers(decision: Queued) -> list[tuple[bytes, bytes]]:
+    """The headers of a waiting download's answer (SPEC §16), whatever its body."""
     starts_at = rfc3339(decision.starts_at)
     earliest = rfc3339(decision.starts_earliest)
     latest = rfc3339(decision.starts_latest)
@@ -75,6 +76,15 @@ def queued(decision: Queued) -> Answer:
         headers.append((b"arkvory-queue-position", str(decision.position).encode()))
     if decision.ticket is not None:
         headers.append((b"arkvory-queue-ticket", decision.ticket.encode()))
+    return headers
+
+
+def queued(decision: Queued) -> Answer:
+    """``503`` ``download_queued``: come back at ``Retry-After`` — not a failure (R-SESS-5)."""
+    starts_at = rfc3339(decision.starts_at)
+    earliest = rfc3339(decision.starts_earliest)
+    latest = rfc3339(decision.starts_latest)
+    headers = queue_headers(decision)
     place = "a place" if decision.position is None else f"place {decision.position}"
     return _problem(
         503,

@@ -182,7 +182,7 @@ class Answers:
         session.no_show_at = no_show_at(session.check_at, delay)
         table.deadlines.schedule(session, session.no_show_at)
         answer = Queued(
-            position=None if newcomer else ahead + 1,
+            position=ahead + 1,  # a newcomer's too: counted as its polls are (R-EST-3)
             starts_at=start + wall_offset,
             starts_earliest=estimate.earliest + wall_offset,
             starts_latest=estimate.latest + wall_offset,
