@@ -140,7 +140,8 @@ class OwnDownloadsApp:
                 f"The download queue cannot be read right now: {error}",
                 headers={"retry-after": "10"},
             )
-        return _private(JSONResponse(own_downloads_document(mine)))
+        weights = self._scheduler.settings.weights
+        return _private(JSONResponse(own_downloads_document(mine, weights)))
 
     async def _static(self, request: Request) -> Response:
         name = request.path_params["name"]
