@@ -120,8 +120,7 @@ class DownloadState:
 class DownloadResult:
     """A finished download: where it is, what it is, and what it cost.
 
-    ``failures`` counts real failures survived (busy answers are not failures);
-    ``waited`` is the seconds spent waiting for the server (queue, busy, back-off).
+    ``failures`` counts real failures survived (busy answers are not failures).
     """
 
     path: Path
@@ -130,6 +129,10 @@ class DownloadResult:
     download_id: str
     failures: int
     waited: float
+    """Seconds (a float, such as ``107.4``) spent waiting for the server between
+    requests: the queue's ``Retry-After``, busy answers, back-off before a retry. The
+    transfer itself is not counted, nor a wait for ``not_before``. It is the figure
+    ``wait_limit`` is measured against, so the two share a unit."""
 
 
 def new_download_id() -> str:

@@ -128,6 +128,9 @@ def test_the_state_shows_classes_forecast_reasons_and_sessions(
     assert datetime.fromisoformat(bulk_class["emptiesAt"]) >= opening
     assert datetime.fromisoformat(release["emptiesAt"]) < opening
     assert state["classes"]["interactive"]["notDraining"] is None
+    # A class with waiters has an oldest wait; one without has none (null, not 0 s).
+    assert release["oldestWaitSeconds"] is not None and release["oldestWaitSeconds"] >= 0
+    assert state["classes"]["interactive"]["oldestWaitSeconds"] is None
     assert state["estimateAccuracy"]["scored"] == 0
     assert state["estimateAccuracy"]["byClient"]["third_party"]["scored"] == 0
     # Both slots held: however many wait, no slot idles.

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import time
 from pathlib import Path
 from typing import Any
 
@@ -255,6 +256,85 @@ def test_readable_at_desktop_and_phone_width(page: Page, busy_demo: PageDemo) ->
         assert page.locator("#save").is_visible()
         box = page.locator("#s-sessions").bounding_box()
         assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= inner
+
+
+def _history(highest: float, now: float) -> dict[str, Any]:
+    """An hour of samples every 10 s in which the oldest wait of ``bulk`` climbs to
+    ``highest`` seconds (the shape of ``GET /state/history``)."""
+    at = [now - 3590 + 10 * i for i in range(360)]
+    rising = [round(highest * (i + 1) / len(at), 1) for i in range(len(at))]
+    flat = [0.0] * len(at)
+    return {
+        "recording": True,
+        "intervalSeconds": 10.0,
+        "capacity": 360,
+        "at": at,
+        "classes": {
+            cls: {
+                "waiting": [3] * len(at) if cls == "bulk" else [0] * len(at),
+                "active": [0] * len(at),
+                "oldestWaitSeconds": rising if cls == "bulk" else flat,
+            }
+            for cls in CLASSES
+        },
+    }
+
+
+# Every text of both charts, with its box and the box of its chart, as drawn at 1280 px.
+CHART_TEXTS = """() => [...document.querySelectorAll('#chart-length svg, #chart-wait svg')]
+    .flatMap((chart) => {
+        const frame = chart.getBoundingClientRect();
+        return [...chart.querySelectorAll('text')].map((text) => {
+            const box = text.getBoundingClientRect();
+            return {chart: chart.parentElement.id, text: text.textContent,
+                    axis: text.getAttribute('class'),
+                    inside: box.left >= frame.left - 0.5 && box.right <= frame.right + 0.5
+                            && box.top >= frame.top - 0.5 && box.bottom <= frame.bottom + 0.5};
+        });
+    })"""
+
+
+def test_the_wait_axis_labels_are_whole_at_desktop_width(
+    page: Page, busy_demo: PageDemo, tmp_path: Path
+) -> None:
+    """The oldest wait's y labels once read "nin 20 s" for "3 min 20 s" at 1280 px.
+    Each label lies inside its chart, for short and long waits, and with a font wider
+    than the page's own (the chart measures its labels once drawn)."""
+    data: dict[str, Any] = {"history": _history(200.0, time.time())}
+
+    def history(route: Route) -> None:
+        route.fulfill(json=data["history"], headers={"cache-control": "no-store"})
+
+    page.route("**/state/history", history)
+    page.set_viewport_size(DESKTOP)
+    log_in(page, busy_demo)
+    expected = {
+        200.0: ["0", "1 min", "2 min", "3 min", "4 min"],
+        5400.0: ["0", "30 min", "1 h", "1 h 30 min", "2 h"],
+        100_000.0: ["0", "12 h", "24 h", "36 h", "2 days"],
+    }
+    for highest, labels in expected.items():
+        data["history"] = _history(highest, time.time())
+        page.reload()
+        wait_for(page, "document.querySelectorAll('#chart-wait path[data-class]').length === 4")
+        texts = page.evaluate(CHART_TEXTS)
+        wait_axis = [t["text"] for t in texts if t["chart"] == "chart-wait" and t["axis"]]
+        assert wait_axis == labels
+        assert [t for t in texts if not t["inside"]] == [], highest
+    page.screenshot(path=str(tmp_path / "charts-1280.png"), full_page=True)
+
+    # A font half as wide again as the page's: the chart widens its view to fit.
+    def wider_font(route: Route) -> None:
+        css = route.fetch().text() + "\n.chart text { font-size: 17px; }\n"
+        route.fulfill(body=css, headers={"content-type": "text/css; charset=utf-8"})
+
+    page.route("**/static/console.css", wider_font)
+    data["history"] = _history(5400.0, time.time())
+    page.reload()
+    wait_for(page, "document.querySelectorAll('#chart-wait path[data-class]').length === 4")
+    font = page.evaluate("getComputedStyle(document.querySelector('#chart-wait text')).fontSize")
+    assert font == "17px"
+    assert [t for t in page.evaluate(CHART_TEXTS) if not t["inside"]] == []
 
 
 HIDE = """() => {

@@ -133,11 +133,18 @@ def test_a_person_sees_their_waiting_and_active_downloads_and_nothing_of_others(
         assert "in " in waiting.locator('[data-field="starts-in"]').inner_text()
         assert " – " in waiting.locator('[data-field="interval"]').inner_text()
         assert "Arkvory-Download-Class: bulk" in waiting.inner_text()
+        assert "arkvoryctl download --class bulk URL" in waiting.inner_text()
         active = page.locator('li.download[data-object="alice/dataset-2026.tar"]')
         assert active.get_attribute("data-state") == "active"
         assert active.locator("progress").is_visible()
         advice = page.locator(".advice").inner_text()
-        assert "arkvoryctl download --class bulk URL" in advice
+        # What a lower class does, with the weights this server runs (8:4:2:1).
+        assert "shared among them by weight (here interactive 8 : release 4 : bulk 2 : " in (
+            " ".join(advice.split())
+        )
+        assert "background 1)" in advice
+        assert "waits behind" not in advice
+        assert "arkvoryctl download --class CLASS URL" in advice
         assert "--not-after" in advice
 
         document = api_document(page)
@@ -295,5 +302,87 @@ def test_the_page_is_usable_from_the_keyboard_and_pauses_while_hidden(
         page.focus("#auto")
         page.keyboard.press(" ")
         assert not page.is_checked("#auto")
+    finally:
+        context.close()
+
+
+def _waiting(object_id: str, download_class: str, lower: list[str], place: int) -> dict[str, Any]:
+    """One waiting download as ``GET /api`` gives it (docs/api.md)."""
+    return {
+        "objectId": object_id,
+        "downloadId": f"dl-{place}",
+        "state": "waiting",
+        "class": download_class,
+        "queueClass": download_class,
+        "position": place,
+        "startsAt": "2030-01-01T12:00:00.000Z",
+        "startsEarliest": "2030-01-01T11:59:00.000Z",
+        "startsLatest": "2030-01-01T12:01:00.000Z",
+        "startsInSeconds": 60.0,
+        "objectSize": 24 * MIB,
+        "bytesDelivered": 0,
+        "bytesRemaining": 24 * MIB,
+        "progress": 0.0,
+        "rate": None,
+        "since": "2030-01-01T11:58:00.000Z",
+        "lowerClasses": lower,
+    }
+
+
+def test_each_download_is_offered_only_a_class_below_its_own(
+    browser: Browser, steady: BusyDemo
+) -> None:
+    """Whatever class a download waits in, the page suggests a lower one, and none for
+    one already in the lowest class (``background``). The page's JSON is replaced by
+    one with a download of every class; the page's own script draws it."""
+    classes = ["interactive", "release", "bulk", "background"]
+    downloads = [
+        _waiting(f"alice/{name}.iso", name, classes[rank + 1 :], rank + 1)
+        for rank, name in enumerate(classes)
+    ]
+    document = {
+        "principal": "alice",
+        "at": "2030-01-01T11:59:00.000Z",
+        "total": 4,
+        "shown": 4,
+        "truncated": False,
+        "downloads": downloads,
+        "advice": {
+            "classHeader": "Arkvory-Download-Class",
+            "classOption": "arkvoryctl download --class CLASS URL",
+            "notAfterOption": "arkvoryctl download --not-after TIME URL",
+            "classWeights": {"interactive": 8, "release": 4, "bulk": 2, "background": 1},
+        },
+    }
+    context = as_person(browser, "alice", viewport=DESKTOP)
+    try:
+        page = context.new_page()
+        page.route(
+            steady.base_url + MINE + "api",
+            lambda route: route.fulfill(json=document, headers={"cache-control": "no-store"}),
+        )
+        page.goto(steady.base_url + MINE)
+        page.wait_for_selector('li.download[data-object="alice/background.iso"]')
+        offered = page.evaluate(
+            """() => Object.fromEntries([...document.querySelectorAll('li.download')].map(
+                (li) => {
+                    const lower = li.querySelector('[data-field="lower"]');
+                    return [li.dataset.object,
+                            lower.hidden ? null : [lower.dataset.class, lower.textContent]];
+                }))"""
+        )
+        suggested = {"interactive": "bulk", "release": "bulk", "bulk": "background"}
+        for name in classes:
+            shown_for = offered[f"alice/{name}.iso"]
+            if name not in suggested:
+                assert shown_for is None, f"a {name} download is offered {shown_for}"
+                continue
+            lowered = suggested[name]
+            assert shown_for[0] == lowered
+            assert f"Arkvory-Download-Class: {lowered}" in shown_for[1]
+            assert f"arkvoryctl download --class {lowered} URL" in shown_for[1]
+        assert page.inner_text("#weights") == (
+            " (here interactive 8 : release 4 : bulk 2 : background 1)"
+        )
     finally:
         context.close()

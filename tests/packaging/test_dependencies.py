@@ -1,6 +1,6 @@
 """Each side imports only what its install brings (ADR 0026).
 
-``pip install arkvory-sched`` brings the client's dependencies, the ``server`` extra the
+An install without extras brings the client's dependencies, the ``server`` extra the
 server's. An import the lists do not cover works in the development environment, which
 has everything, and fails on a user's machine; these checks read the sources instead of
 waiting for that. The installed-wheel test (``test_installed_wheel.py``) proves the same

@@ -1,18 +1,23 @@
 """The wheel as a user installs it: the client alone is light, the server extra works.
 
-Built from a copy of the source tree (so the build writes nothing into the checkout and
-two runs cannot meet), installed with pip into fresh virtual environments that see
-nothing of the development environment: no ``PYTHONPATH``, no site-packages. pip's
-cache is the user's usual one, so after the first run the installs come from it.
+Built and installed by the README's own commands (its "Install" block with
+``pip wheel``), run in a copy of the source tree (so the build writes nothing into the
+checkout and two runs cannot meet), each ``pip install`` into a fresh virtual
+environment that sees nothing of the development environment: no ``PYTHONPATH``, no
+site-packages. pip's cache is the user's usual one, so after the first run the
+installs come from it.
 
-Proven here (ADR 0026):
+Proven here (ADR 0026, issue #29):
 
-- ``pip install arkvory-sched`` installs no server package, and its ``arkvoryctl``
+- the README's build command makes the wheel the README names;
+- its client line installs no server package, and that install's ``arkvoryctl``
   downloads a session-sized file byte for byte from a real demo server (run from the
   development environment);
-- on that install ``arkvory-demo`` and ``arkvory-sched`` say what to install, exit 2;
-- ``pip install 'arkvory-sched[server]'`` runs ``arkvory-sched migrate`` against
-  PostgreSQL with the migrations shipped inside the wheel;
+- on that install ``arkvory-demo`` and ``arkvory-sched`` exit 2 with the command that
+  adds the server to it: the wheel's own path with ``[server]`` (the package is on no
+  index), the file the README's server line names;
+- following that hint gives a server install that runs ``arkvory-sched migrate``
+  against PostgreSQL with the migrations shipped inside the wheel;
 - every installed command's ``--version`` is the distribution's version.
 
 These tests need the package index (through pip's configuration) and, for the server
@@ -26,6 +31,7 @@ import asyncio
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -47,6 +53,7 @@ from tests.integration.conftest import (
     write_pattern_file,
 )
 from tests.pg import connect, drop_schema, require_database, schema_name, throwaway_schema
+from tests.readme_fences import fence
 
 ROOT = Path(__file__).resolve().parents[2]
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
@@ -54,6 +61,19 @@ VERSION = PROJECT["version"]
 INSTALL_SECONDS = 300.0
 RUN_SECONDS = 60.0
 SERVER_COMMANDS = ("arkvory-demo", "arkvory-sched")
+HINT = "install it with: "
+
+
+def _readme_wheel_commands() -> tuple[list[str], list[str], list[str]]:
+    """The README's build, client and server commands of its wheel block, split."""
+    lines = fence("pip wheel", language="sh").text.splitlines()
+    build, client, server = (shlex.split(line, comments=True) for line in lines)
+    assert build[:2] == ["pip", "wheel"], build
+    assert client[:2] == server[:2] == ["pip", "install"], (client, server)
+    return build, client, server
+
+
+BUILD, CLIENT_INSTALL, SERVER_INSTALL = _readme_wheel_commands()
 
 
 def _name(requirement: str) -> str:
@@ -124,16 +144,38 @@ def _pip(*args: str | Path) -> list[str | Path]:
     return [sys.executable, "-m", "pip", "--disable-pip-version-check", *args]
 
 
-def _new_env(path: Path, *requirements: str) -> Path:
-    """A virtual environment without pip (the running pip installs into it); its bin/."""
+def _new_env(path: Path, *arguments: str, cwd: Path | None = None) -> Path:
+    """A virtual environment without pip (the running pip installs into it) after
+    ``pip install ARGUMENTS`` run in ``cwd``; its bin/."""
     venv.create(path, with_pip=False)
-    python = path / "bin" / "python"
+    _install(path / "bin", *arguments, cwd=cwd)
+    return path / "bin"
+
+
+def _install(bin_dir: Path, *arguments: str, cwd: Path | None = None) -> None:
+    """``pip install ARGUMENTS`` into the environment of ``bin_dir``, as its own pip."""
     _run(
-        _pip("--python", python, "install", "--quiet", *requirements),
+        _pip("--python", bin_dir / "python", "install", "--quiet", *arguments),
         timeout=INSTALL_SECONDS,
         env=_outside_env(),
+        cwd=cwd,
     )
-    return path / "bin"
+
+
+def _hint(bin_dir: Path, command: str) -> str:
+    """What ``command`` of a client-only install says to install: exit 2, one line."""
+    done = subprocess.run(
+        [bin_dir / command, "--help"],
+        capture_output=True,
+        text=True,
+        env=_outside_env(),
+        timeout=RUN_SECONDS,
+        check=False,
+    )
+    assert (done.returncode, done.stdout) == (2, ""), done.stderr
+    (line,) = done.stderr.splitlines()
+    assert line.startswith(f"{command}: the server is not installed (no module "), line
+    return line.partition(HINT)[2]
 
 
 def _distributions(bin_dir: Path) -> set[str]:
@@ -144,28 +186,29 @@ def _distributions(bin_dir: Path) -> set[str]:
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    base = tmp_path_factory.mktemp("wheel")
-    source = _copy_source(base / "source")
-    _run(
-        _pip("wheel", "--no-deps", "--quiet", "--wheel-dir", base / "dist", source),
-        timeout=INSTALL_SECONDS,
-        env=_outside_env(),
-        cwd=base,
-    )
-    (built,) = (base / "dist").glob("*.whl")
+    """The wheel the README's build command makes in a checkout (a copy of it)."""
+    source = _copy_source(tmp_path_factory.mktemp("wheel") / "source")
+    _run(_pip(*BUILD[1:], "--quiet"), timeout=INSTALL_SECONDS, env=_outside_env(), cwd=source)
+    (built,) = (source / "dist").glob("*.whl")
     return built
 
 
 @pytest.fixture(scope="module")
 def client(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """``pip install arkvory-sched``: the bin/ of an environment with the client only."""
-    return _new_env(tmp_path_factory.mktemp("client") / "env", str(wheel))
+    """The README's client line: the bin/ of an environment with the client only."""
+    checkout = wheel.parent.parent
+    return _new_env(tmp_path_factory.mktemp("client") / "env", *CLIENT_INSTALL[2:], cwd=checkout)
 
 
 @pytest.fixture(scope="module")
 def server(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """``pip install 'arkvory-sched[server]'``: the bin/ of a server environment."""
-    return _new_env(tmp_path_factory.mktemp("server") / "env", f"{wheel}[server]")
+    """A client install made a server install by following ``arkvory-demo``'s hint."""
+    checkout = wheel.parent.parent
+    made = _new_env(tmp_path_factory.mktemp("server") / "env", *CLIENT_INSTALL[2:], cwd=checkout)
+    hint = shlex.split(_hint(made, "arkvory-demo"))
+    assert hint[:2] == ["pip", "install"], hint
+    _install(made, *hint[2:])
+    return made
 
 
 @pytest.fixture(scope="module")
@@ -208,20 +251,20 @@ def test_installed_arkvoryctl_downloads_from_a_real_server(
     assert sorted(path.name for path in tmp_path.iterdir()) == ["got.bin"]
 
 
+def test_the_readme_names_the_wheel_its_build_command_makes(wheel: Path) -> None:
+    assert Path(CLIENT_INSTALL[2]).name == wheel.name
+    assert SERVER_INSTALL[2] == f"{CLIENT_INSTALL[2]}[server]"
+
+
 @pytest.mark.parametrize("command", SERVER_COMMANDS)
-def test_server_commands_without_the_extra_say_what_to_install(client: Path, command: str) -> None:
-    done = subprocess.run(
-        [client / command, "--help"],
-        capture_output=True,
-        text=True,
-        env=_outside_env(),
-        timeout=RUN_SECONDS,
-        check=False,
-    )
-    assert (done.returncode, done.stdout) == (2, "")
-    (line,) = done.stderr.splitlines()
-    assert line.startswith(f"{command}: the server is not installed (no module ")
-    assert line.endswith("install it with: pip install 'arkvory-sched[server]'")
+def test_server_commands_without_the_extra_name_the_wheel_they_came_from(
+    client: Path, wheel: Path, command: str
+) -> None:
+    # The README's server line, on the wheel the client came from, with its full path.
+    hint = _hint(client, command)
+    assert hint == f"pip install {shlex.quote(f'{wheel}[server]')}"
+    assert Path(shlex.split(hint)[2]) == wheel.parent.parent / SERVER_INSTALL[2]
+    assert "'arkvory-sched[server]'" not in hint
 
 
 def test_arkvoryctl_version_on_the_client_install(client: Path) -> None:
@@ -229,7 +272,7 @@ def test_arkvoryctl_version_on_the_client_install(client: Path) -> None:
     assert out == f"arkvoryctl {VERSION}\n"
 
 
-def test_the_server_extra_brings_every_server_package(server: Path) -> None:
+def test_following_the_hint_brings_every_server_package(server: Path) -> None:
     assert {"arkvory-sched", *CLIENT_DISTRIBUTIONS, *SERVER_DISTRIBUTIONS} <= _distributions(server)
 
 
@@ -293,9 +336,10 @@ def test_the_installed_wheel_serves_the_operator_page_from_its_own_files(server:
         "    async with httpx.AsyncClient(transport=t, base_url='http://x') as c:\n"
         "        page = await c.get('/')\n"
         "        files = [await c.get('/static/' + n) for n in\n"
-        "                 ('main.js', 'settings.js', 'form_editors.js', 'console.css')]\n"
+        "                 ('main.js', 'settings.js', 'form_editors.js', 'console.css',\n"
+        "                  'favicon.svg', 'favicon.ico')]\n"
         "        print(page.status_code, [f.status_code for f in files])\n"
         "asyncio.run(main())\n"
     )
     out = _run([server / "python", "-c", script], env=_outside_env(), cwd=server)
-    assert out == "200 [200, 200, 200, 200]\n"
+    assert out == "200 [200, 200, 200, 200, 200, 200]\n"

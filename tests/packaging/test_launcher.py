@@ -9,11 +9,13 @@ with the packages really absent.
 
 from __future__ import annotations
 
+import json
+import shlex
 import subprocess
 import sys
 import tomllib
-from collections.abc import Callable
-from importlib.metadata import PackageNotFoundError, version
+from collections.abc import Callable, Mapping
+from importlib.metadata import Distribution, PackageNotFoundError, PathDistribution, version
 from pathlib import Path
 from types import ModuleType
 
@@ -89,8 +91,10 @@ def test_a_missing_server_package_is_one_line_and_exit_2(entry: str, missing: st
     assert (child.returncode, child.stdout) == (2, "")
     assert child.stderr.splitlines() == [
         f"arkvory-{entry}: the server is not installed (no module {missing!r}); "
-        "install it with: pip install 'arkvory-sched[server]'"
+        f"install it with: {_arkvory_launch.install_hint()}"
     ]
+    # Never the index name: the package is on no index.
+    assert "pip install 'arkvory-sched[server]'" not in child.stderr
 
 
 def test_any_other_missing_module_keeps_its_traceback() -> None:
@@ -100,3 +104,66 @@ def test_any_other_missing_module_keeps_its_traceback() -> None:
     with pytest.raises(ModuleNotFoundError) as raised:
         _arkvory_launch.missing_server("arkvory-demo", error, sys.stderr)
     assert raised.value is error
+
+
+# --- the hint names where this install came from (PEP 610's direct_url.json) --------------
+
+
+def _installed(tmp_path: Path, direct_url: Mapping[str, object] | None) -> Distribution:
+    """An installed ``arkvory-sched`` 1.2.3 whose pip record is ``direct_url``."""
+    info = tmp_path / "arkvory_sched-1.2.3.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: arkvory-sched\nVersion: 1.2.3\n")
+    if direct_url is not None:
+        (info / "direct_url.json").write_text(json.dumps(direct_url))
+    return PathDistribution(info)
+
+
+def test_the_hint_names_the_checkout_an_install_came_from(tmp_path: Path) -> None:
+    checkout = tmp_path / "my checkout"
+    checkout.mkdir()
+    record = {"url": checkout.as_uri(), "dir_info": {}}
+    hint = _arkvory_launch.install_hint(_installed(tmp_path, record))
+    assert hint == f"pip install '{checkout}[server]'"
+    assert shlex.split(hint) == ["pip", "install", f"{checkout}[server]"]
+
+
+def test_the_hint_keeps_an_editable_install_editable(tmp_path: Path) -> None:
+    record = {"url": tmp_path.as_uri(), "dir_info": {"editable": True}}
+    hint = _arkvory_launch.install_hint(_installed(tmp_path, record))
+    assert hint == f"pip install -e '{tmp_path}[server]'"
+
+
+def test_the_hint_names_the_wheel_an_install_came_from(tmp_path: Path) -> None:
+    wheel = tmp_path / "arkvory_sched-1.2.3-py3-none-any.whl"
+    wheel.write_bytes(b"PK")
+    record = {"url": wheel.as_uri(), "archive_info": {"hashes": {}}}
+    hint = _arkvory_launch.install_hint(_installed(tmp_path, record))
+    assert hint == f"pip install '{wheel}[server]'"
+
+
+@pytest.mark.parametrize(
+    "record",
+    [
+        None,  # installed from an index, or by a tool that keeps no record
+        {"url": "file:///nowhere/arkvory_sched-1.2.3-py3-none-any.whl", "archive_info": {}},
+        {"url": "file:///nowhere/checkout", "dir_info": {}},
+        {"url": "https://example.org/arkvory_sched-1.2.3-py3-none-any.whl", "archive_info": {}},
+        {"url": "git+https://example.org/arkvory-sched", "vcs_info": {"vcs": "git"}},
+        {"no": "url"},
+    ],
+)
+def test_without_a_usable_record_the_hint_says_what_works_from_a_checkout_or_wheel(
+    tmp_path: Path, record: Mapping[str, object] | None
+) -> None:
+    hint = _arkvory_launch.install_hint(_installed(tmp_path, record))
+    assert hint == (
+        "pip install '.[server]' in a checkout of arkvory-sched, "
+        "or pip install 'arkvory_sched-1.2.3-py3-none-any.whl[server]' with a wheel built from one"
+    )
+
+
+def test_a_record_that_is_not_json_gives_the_general_hint(tmp_path: Path) -> None:
+    distribution = _installed(tmp_path, None)
+    (tmp_path / "arkvory_sched-1.2.3.dist-info" / "direct_url.json").write_text("{not json")
+    assert _arkvory_launch.install_hint(distribution).startswith("pip install '.[server]' in ")

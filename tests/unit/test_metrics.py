@@ -283,12 +283,24 @@ async def test_gauges_follow_the_scheduler_measurements() -> None:
 
 
 @pytest.mark.anyio
-async def test_queue_forecast_is_absent_when_nothing_waits() -> None:
+async def test_queue_forecast_is_zero_when_nothing_waits() -> None:
+    """An empty queue is empty in 0 s: the series is there, so an alert on it (or on
+    its absence) can tell an empty queue from a forecast nobody can make."""
     scheduler = new_scheduler(FakeClock())
     text = (await scrape(metrics_app(scheduler))).text
-    assert P + "queue_empty_in_seconds" not in families(text)
+    assert value(samples(text), "queue_empty_in_seconds") == 0.0
     assert "NaN" not in text
     assert value(samples(text), "held_requests") == 0
+
+
+@pytest.mark.anyio
+async def test_queue_forecast_is_absent_while_some_wait_and_it_cannot_be_made() -> None:
+    busy = await busy_scheduler()
+    stats = dataclasses.replace(await busy.scheduler.stats(), queue_empty_in_seconds=None)
+    assert stats.waiting > 0
+    registry = CollectorRegistry()
+    registry.register(SchedulerMetrics(lambda: stats))
+    assert P + "queue_empty_in_seconds" not in families(generate_latest(registry).decode())
 
 
 # --- scrape time ---------------------------------------------------------------------------
@@ -333,8 +345,11 @@ def test_observations_above_the_last_bound_count_only_in_inf() -> None:
     assert (exported.count, exported.total) == (5, 1234.5)
 
 
-def test_non_finite_forecast_is_left_out() -> None:
-    stats = dataclasses.replace(_synthetic_stats(), queue_empty_in_seconds=math.inf)
+@pytest.mark.anyio
+async def test_non_finite_forecast_is_left_out() -> None:
+    busy = await busy_scheduler()
+    stats = dataclasses.replace(await busy.scheduler.stats(), queue_empty_in_seconds=math.inf)
+    assert stats.waiting > 0
     registry = CollectorRegistry()
     registry.register(SchedulerMetrics(lambda: stats))
     assert P + "queue_empty_in_seconds" not in families(generate_latest(registry).decode())

@@ -132,6 +132,13 @@ async def test_the_json_holds_the_principals_own_downloads_and_no_key_or_ticket(
     assert mine["lowerClasses"] == ["release", "bulk", "background"]
     assert (mine["bytesDelivered"], mine["progress"], mine["rate"]) == (0, 0.0, None)
     assert document["advice"]["classHeader"] == "Arkvory-Download-Class"
+    # The page says what lowering a class does with the weights in force.
+    assert document["advice"]["classWeights"] == {
+        "interactive": 8,
+        "release": 4,
+        "bulk": 2,
+        "background": 1,
+    }
     text = response.text
     assert "bob" not in text
     assert "ticket" not in text.lower() and "key" not in json.dumps(list(mine))
@@ -193,3 +200,34 @@ async def test_an_unreadable_store_is_503_not_an_empty_list() -> None:
     assert response.status_code == 503
     assert response.json()["reason"] == "storage_unavailable"
     assert response.headers["retry-after"] == "10"
+
+
+async def test_the_advice_carries_the_weights_the_scheduler_runs_now(
+    scheduler: InMemoryDownloadScheduler, client: httpx.AsyncClient
+) -> None:
+    await scheduler.configure(scheduler.settings.with_changes(weights=(9, 5, 3, 2)))
+    response = await client.get(
+        "/downloads/mine/api", headers={"authorization": "Bearer ann-token"}
+    )
+    weights = response.json()["advice"]["classWeights"]
+    assert weights == {"interactive": 9, "release": 5, "bulk": 3, "background": 2}
+
+
+async def test_a_download_in_the_lowest_class_has_no_lower_one(
+    scheduler: InMemoryDownloadScheduler, client: httpx.AsyncClient
+) -> None:
+    lowest = DownloadRequest(
+        principal="ann",
+        principal_kind=PrincipalKind.PERSON,
+        object_id="ann/mirror.iso",
+        object_size=40 * MIB,
+        download_id="ann-dl-2",
+        client_address="192.0.2.1",
+        requested_class="background",
+    )
+    assert isinstance(await scheduler.admit(lowest), Queued)
+    response = await client.get(
+        "/downloads/mine/api", headers={"authorization": "Bearer ann-token"}
+    )
+    lowered = {d["objectId"]: d["lowerClasses"] for d in response.json()["downloads"]}
+    assert lowered == {"ann/mine.iso": ["release", "bulk", "background"], "ann/mirror.iso": []}

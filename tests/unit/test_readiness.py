@@ -12,6 +12,7 @@ import dataclasses
 import json
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import httpx
 import pytest
@@ -150,10 +151,11 @@ async def test_readiness_reports_aggregates() -> None:
         "admission": "session",
         "sessions": 2,
         "classes": {
-            "interactive": {"waiting": 0, "active": 1, "paused": 0, "oldestWaitSeconds": 0.0},
+            # A class nobody waits in has no oldest waiter: null, not a wait of 0 s.
+            "interactive": {"waiting": 0, "active": 1, "paused": 0, "oldestWaitSeconds": None},
             "release": {"waiting": 1, "active": 0, "paused": 0, "oldestWaitSeconds": 30.0},
             "bulk": {"waiting": 1, "active": 0, "paused": 0, "oldestWaitSeconds": 30.0},
-            "background": {"waiting": 0, "active": 0, "paused": 0, "oldestWaitSeconds": 0.0},
+            "background": {"waiting": 0, "active": 0, "paused": 0, "oldestWaitSeconds": None},
         },
         "waiting": 2,
         "active": 1,
@@ -202,13 +204,47 @@ async def test_readiness_is_read_on_every_probe() -> None:
 
 
 @pytest.mark.anyio
-async def test_idle_scheduler_has_no_queue_forecast() -> None:
+async def test_an_idle_scheduler_is_empty_now_and_has_no_oldest_waiter() -> None:
+    """What README and docs/api.md show for a fresh server: an empty queue is empty in
+    0 s (not an unknown forecast), and no class has an oldest waiter."""
     scheduler = InMemoryDownloadScheduler(SchedulerSettings(), clock=FakeClock())
     document = (await probe(readiness_app(scheduler))).json()
     assert document["status"] == "ok"
-    assert document["queueEmptyInSeconds"] is None
+    assert document["queueEmptyInSeconds"] == 0.0
+    assert {cls["oldestWaitSeconds"] for cls in document["classes"].values()} == {None}
     assert document["held"] == 0
     assert (document["waiting"], document["active"]) == (0, 0)
+
+
+@pytest.mark.anyio
+async def test_the_last_waiter_leaving_empties_the_queue_and_its_oldest_wait() -> None:
+    busy = await busy_scheduler()
+    waiting = await busy.scheduler.stats()
+    assert _release(readiness_document(waiting, held=0))["oldestWaitSeconds"] == 30.0
+    emptied = dataclasses.replace(
+        waiting,
+        per_class={
+            cls: dataclasses.replace(counts, waiting=0) for cls, counts in waiting.per_class.items()
+        },
+        queue_empty_in_seconds=None,
+    )
+    document = readiness_document(emptied, held=0)
+    assert _release(document)["oldestWaitSeconds"] is None
+    assert document["queueEmptyInSeconds"] == 0.0
+
+
+def _release(document: dict[str, Any]) -> dict[str, Any]:
+    """The ``release`` class of a readiness document (JSON values, read back as such)."""
+    found: dict[str, Any] = json.loads(json.dumps(document))["classes"]["release"]
+    return found
+
+
+@pytest.mark.anyio
+async def test_a_forecast_the_store_cannot_make_while_some_wait_is_null() -> None:
+    busy = await busy_scheduler()
+    stats = dataclasses.replace(await busy.scheduler.stats(), queue_empty_in_seconds=None)
+    assert stats.waiting > 0
+    assert readiness_document(stats, held=0)["queueEmptyInSeconds"] is None
 
 
 @pytest.mark.anyio

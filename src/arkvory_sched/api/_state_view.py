@@ -63,7 +63,8 @@ def state_document(
             "waiting": counts.waiting,
             "active": counts.active,
             "paused": counts.paused,
-            "oldestWaitSeconds": round(counts.oldest_wait_seconds, 3),
+            # No waiter, no oldest wait: null, as in readiness, never a wait of 0 s.
+            "oldestWaitSeconds": round(counts.oldest_wait_seconds, 3) if counts.waiting else None,
             "waitP50Seconds": _rounded(histogram_quantile(counts.wait_seconds, 0.5)),
             "waitP95Seconds": _rounded(histogram_quantile(counts.wait_seconds, 0.95)),
             "waitingBytes": work.waiting_bytes,

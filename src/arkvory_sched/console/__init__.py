@@ -13,11 +13,22 @@ callable, where operators find it::
     ]
 
 The page is plain HTML, CSS and JavaScript modules shipped in the wheel; it reads and
-writes only through the operator API (ADR 0024).
+writes only through the operator API (ADR 0024). The project's icon ships beside them
+(:func:`favicon_app`), for every page a host serves.
 """
 
 from __future__ import annotations
 
+from ._icon import FAVICON_ICO, FAVICON_SVG, favicon, favicon_app
 from ._page import CONTENT_SECURITY_POLICY, DEFAULT_POLL_SECONDS, OperatorPage, operator_page
 
-__all__ = ["CONTENT_SECURITY_POLICY", "DEFAULT_POLL_SECONDS", "OperatorPage", "operator_page"]
+__all__ = [
+    "CONTENT_SECURITY_POLICY",
+    "DEFAULT_POLL_SECONDS",
+    "FAVICON_ICO",
+    "FAVICON_SVG",
+    "OperatorPage",
+    "favicon",
+    "favicon_app",
+    "operator_page",
+]

@@ -49,6 +49,7 @@ _MEDIA_TYPES: Final = {
     ".js": "text/javascript; charset=utf-8",
     ".css": "text/css; charset=utf-8",
     ".svg": "image/svg+xml",
+    ".ico": "image/x-icon",
 }
 _COMMON_HEADERS: Final = {
     "x-content-type-options": "nosniff",

@@ -42,7 +42,7 @@ from .._port import DownloadScheduler
 from .._ticking import run_tick_loop
 from ..api import API_PREFIX, HISTORY_SAMPLE_SECONDS, Identity, QueueHistory, operator_api
 from ..asgi import DownloadSchedulerMiddleware
-from ..console import operator_page
+from ..console import FAVICON_ICO, FAVICON_SVG, favicon_app, operator_page
 from ..memory import InMemoryDownloadScheduler
 from ..observability import metrics_app, readiness_app
 from ..portal import own_downloads_app
@@ -316,6 +316,7 @@ def _assemble(
         more = "<p>(only the first files are listed)</p>" if len(entries) >= INDEX_LIMIT else ""
         page = (
             "<!doctype html><html><head><meta charset=utf-8><title>arkvory demo</title>"
+            f'<link rel="icon" href="/{FAVICON_SVG}" type="image/svg+xml">'
             "</head><body><h1>arkvory demo artifact server</h1>"
             f"<ul>\n{rows}\n</ul>{more}"
             f'<p><a href="{OWN_DOWNLOADS_PATH}/">my downloads</a> · '
@@ -355,6 +356,9 @@ def _assemble(
         Mount("/files", app=middleware),
         Route("/metrics", _Endpoint(metrics_app(scheduler, held=held))),
         Route("/readyz", _Endpoint(readiness_app(scheduler, held=held))),
+        # The icon every browser asks for, and the one the demo's own pages name.
+        Route(f"/{FAVICON_ICO}", _Endpoint(favicon_app(FAVICON_ICO))),
+        Route(f"/{FAVICON_SVG}", _Endpoint(favicon_app(FAVICON_SVG))),
         _operator_api(scheduler, keeper, staff, history),
         _operator_page(staff),
         *login_routes(lambda token: is_known_token(token, tokens, staff)),

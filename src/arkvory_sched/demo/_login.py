@@ -38,9 +38,10 @@ __all__ = ["DEFAULT_NEXT", "login_routes", "safe_next"]
 DEFAULT_NEXT: Final = "/"
 _MAX_FORM_BYTES: Final = 4096
 _CROSS_SITE: Final = frozenset({"cross-site", "same-site"})
-# The login page has no script and no external resource; it may only post to itself.
+# The login page has no script and no external resource but the demo's icon; it may
+# only post to itself.
 _PAGE_CSP: Final = (
-    "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; "
+    "default-src 'none'; style-src 'unsafe-inline'; img-src 'self'; form-action 'self'; "
     "frame-ancestors 'none'; base-uri 'none'"
 )
 
@@ -138,6 +139,7 @@ def _page(target: str, error: str | None, status: int) -> Response:
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>Log in · arkvory demo</title>
+<link rel="icon" href="/favicon.svg" type="image/svg+xml">
 <style>
 body {{ font: 16px/1.5 system-ui, sans-serif; max-width: 26rem; margin: 3rem auto;
        padding: 0 1rem; color: #1c2430; }}

@@ -31,7 +31,13 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .._model import HistogramSnapshot, RejectReason, SchedulerStats
 from .._port import DownloadScheduler
-from ._readiness import READ_METHODS, send_method_not_allowed, send_response, serve_non_http
+from ._readiness import (
+    READ_METHODS,
+    queue_empty_in,
+    send_method_not_allowed,
+    send_response,
+    serve_non_http,
+)
 
 __all__ = ["METRIC_PREFIX", "SchedulerMetrics", "StatsCache", "metrics_app"]
 
@@ -64,7 +70,7 @@ _CATALOGUE: dict[str, _Family] = {
     ),
     "oldest_wait_seconds": _Family(
         GaugeMetricFamily,
-        "How long the longest-waiting session of a class has waited.",
+        "How long the longest-waiting session of a class has waited; 0 when none waits.",
         ("class",),
         fleet=True,
     ),
@@ -158,7 +164,7 @@ _CATALOGUE: dict[str, _Family] = {
     ),
     "queue_empty_in_seconds": _Family(
         GaugeMetricFamily,
-        "Forecast until the queue is empty; absent when nothing waits.",
+        "Forecast until the queue is empty; 0 when nothing waits, absent when unknown.",
         fleet=True,
     ),
     "session_slots": _Family(GaugeMetricFamily, "Download sessions that may be active at once."),
@@ -246,8 +252,8 @@ def _fleet_families(stats: SchedulerStats) -> Iterator[Metric]:
     yield _counter("idle_releases_total", stats.idle_releases_total)
     yield _counter("preemptions_total", stats.preemptions_total)
     yield _gauge("delivery_rate_bytes_per_second", stats.delivery_rate)
-    empty_in = stats.queue_empty_in_seconds
-    if empty_in is not None and math.isfinite(empty_in):
+    empty_in = queue_empty_in(stats)
+    if empty_in is not None:
         yield _gauge("queue_empty_in_seconds", empty_in)
     idle = stats.idle_slots
     yield _counter("idle_slot_seconds_total", idle.slot_seconds)

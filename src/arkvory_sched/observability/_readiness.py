@@ -23,7 +23,7 @@ from .._classes import DownloadClass
 from .._model import SchedulerStats
 from .._port import DownloadScheduler
 
-__all__ = ["readiness_app", "readiness_document"]
+__all__ = ["queue_empty_in", "readiness_app", "readiness_document"]
 
 READ_METHODS = frozenset({"GET", "HEAD"})
 JSON_CONTENT_TYPE = "application/json"
@@ -34,8 +34,11 @@ def readiness_document(stats: SchedulerStats, held: int) -> dict[str, object]:
 
     ``held`` is the number of third-party requests the middleware holds before they
     queue (R-HOLD-1); the scheduler does not see them, so the caller passes it in.
-    ``queueEmptyInSeconds`` is ``None`` when nothing waits. Every value is a count, a
-    duration, a rate or a setting: the function has no ids to give away.
+    A class's ``oldestWaitSeconds`` is ``None`` while none of its sessions waits: there
+    is no oldest waiter, and a ``0`` would read as one that just arrived.
+    ``queueEmptyInSeconds`` is ``0`` when nothing waits and ``None`` when it cannot be
+    said (see :func:`queue_empty_in`). Every value is a count, a duration, a rate or a
+    setting: the function has no ids to give away.
     """
     classes: dict[str, object] = {}
     for cls, class_stats in sorted(stats.per_class.items(), key=_by_rank):
@@ -43,7 +46,9 @@ def readiness_document(stats: SchedulerStats, held: int) -> dict[str, object]:
             "waiting": class_stats.waiting,
             "active": class_stats.active,
             "paused": class_stats.paused,
-            "oldestWaitSeconds": _finite(class_stats.oldest_wait_seconds),
+            "oldestWaitSeconds": _finite(class_stats.oldest_wait_seconds)
+            if class_stats.waiting
+            else None,
         }
     return {
         "status": "closing" if stats.closed else "ok",
@@ -57,8 +62,21 @@ def readiness_document(stats: SchedulerStats, held: int) -> dict[str, object]:
         "held": held,
         "lastTickSeconds": _finite(stats.last_tick_seconds),
         "deliveryRateBytesPerSecond": _finite(stats.delivery_rate),
-        "queueEmptyInSeconds": _finite(stats.queue_empty_in_seconds),
+        "queueEmptyInSeconds": queue_empty_in(stats),
     }
+
+
+def queue_empty_in(stats: SchedulerStats) -> float | None:
+    """Seconds until the queue is empty: ``0.0`` when nothing waits, ``None`` when a
+    store cannot say (no delivery rate measured or configured yet).
+
+    The stores leave the forecast out when nothing waits; readiness and ``/metrics``
+    both report that as the empty queue it is, so an alert or a dashboard can tell an
+    empty queue from an unknown forecast.
+    """
+    if stats.waiting == 0:
+        return 0.0
+    return _finite(stats.queue_empty_in_seconds)
 
 
 def readiness_app(

@@ -9,7 +9,8 @@ Routes, relative to the mount:
 
 * ``GET /api``: the principal's downloads as JSON (:func:`own_downloads_document`);
 * ``GET /``: the page, static HTML that loads its script and style below;
-* ``GET /static/own-downloads.js`` and ``.css``: the page's own files, package data.
+* ``GET /static/own-downloads.js`` and ``.css``: the page's own files, package data;
+* ``GET /static/favicon.svg``: the project's icon (:func:`arkvory_sched.console.favicon`).
 
 The page asks ``identify`` too: it holds nothing personal (the script fetches that),
 but a page that answers for a visitor who has no downloads to see would only
@@ -35,6 +36,7 @@ from starlette.types import Receive, Scope, Send
 
 from .._exceptions import StoreUnavailableError
 from .._port import DownloadScheduler
+from ..console import FAVICON_SVG, favicon
 from ._document import own_downloads_document
 from ._problems import problem
 
@@ -140,10 +142,14 @@ class OwnDownloadsApp:
                 f"The download queue cannot be read right now: {error}",
                 headers={"retry-after": "10"},
             )
-        return _private(JSONResponse(own_downloads_document(mine)))
+        weights = self._scheduler.settings.weights
+        return _private(JSONResponse(own_downloads_document(mine, weights)))
 
     async def _static(self, request: Request) -> Response:
         name = request.path_params["name"]
+        if name == FAVICON_SVG:
+            body, icon_type = favicon(FAVICON_SVG)
+            return _private(Response(body, media_type=icon_type))
         media_type = _STATIC.get(name)
         if media_type is None:
             return problem(404, "not_found", "Not found", "No such file.")

@@ -4,11 +4,15 @@ Only values: the port already decided what a principal may see (its own sessions
 key, no ticket). Wall times are RFC 3339 strings in UTC; ``startsInSeconds`` is the
 same start as a duration from ``at``, so a page shows "in N min" without trusting the
 browser's clock. Each download lists the classes it could be lowered to
-(``Arkvory-Download-Class``, R-CLASS-4): a client may only lower its class.
+(``Arkvory-Download-Class``, R-CLASS-4): a client may only lower its class. The advice
+carries the class weights in force, so the page can say what lowering a class does:
+the waiting classes share the slots that free up by weight (R-STRAT-1), so a lower
+class still moves, at a smaller share.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Final
 
@@ -20,8 +24,14 @@ __all__ = ["CLASS_HEADER", "own_downloads_document", "rfc3339"]
 CLASS_HEADER: Final = "Arkvory-Download-Class"
 
 
-def own_downloads_document(mine: OwnDownloads) -> dict[str, object]:
-    """The JSON document of ``GET /api`` (see ``docs/api.md``, "A person's own downloads")."""
+def own_downloads_document(
+    mine: OwnDownloads, weights: Sequence[int] | None = None
+) -> dict[str, object]:
+    """The JSON document of ``GET /api`` (see ``docs/api.md``, "A person's own downloads").
+
+    ``weights`` are the class weights in force, most urgent class first (the
+    scheduler's ``settings.weights``); ``None`` leaves them out of the advice.
+    """
     return {
         "principal": mine.principal,
         "at": rfc3339(mine.at),
@@ -33,6 +43,9 @@ def own_downloads_document(mine: OwnDownloads) -> dict[str, object]:
             "classHeader": CLASS_HEADER,
             "classOption": "arkvoryctl download --class CLASS URL",
             "notAfterOption": "arkvoryctl download --not-after TIME URL",
+            "classWeights": None
+            if weights is None
+            else {cls.value: weights[cls.rank] for cls in DownloadClass},
         },
     }
 

@@ -17,6 +17,7 @@
   const principal = document.getElementById("principal");
   const auto = document.getElementById("auto");
   const refresh = document.getElementById("refresh");
+  const weights = document.getElementById("weights");
 
   const clock = new Intl.DateTimeFormat(undefined, { hour: "2-digit", minute: "2-digit" });
   const clockSeconds = new Intl.DateTimeFormat(undefined, {
@@ -67,6 +68,29 @@
 
   function ordinalPlace(position) {
     return position === 1 ? "next in line" : `${position - 1} ahead of you`;
+  }
+
+  // The class to suggest: bulk (mass updates) when it is below the download's class,
+  // else the next one below; null when there is none.
+  function lowerClass(classes) {
+    if (classes.includes("bulk")) return "bulk";
+    return classes.length ? classes[0] : null;
+  }
+
+  function code(text) {
+    const node = document.createElement("code");
+    node.textContent = text;
+    return node;
+  }
+
+  // The weights in force, as "interactive 8 : release 4 : bulk 2 : background 1".
+  function showWeights(classWeights) {
+    if (!classWeights) {
+      weights.textContent = "";
+      return;
+    }
+    const parts = Object.entries(classWeights).map(([name, weight]) => `${name} ${weight}`);
+    weights.textContent = ` (here ${parts.join(" : ")})`;
   }
 
   function field(node, name) {
@@ -125,13 +149,15 @@
     } else {
       node.querySelector(".id").hidden = true;
     }
+    // Only a class below the download's own, never one it already is in or above;
+    // none for a download in the lowest class.
     const lower = field(node, "lower");
-    if (waiting && download.lowerClasses.length) {
-      lower.append("Not urgent? Send ");
-      const code = document.createElement("code");
-      const lowered = download.lowerClasses.includes("bulk") ? "bulk" : download.lowerClasses[0];
-      code.textContent = `Arkvory-Download-Class: ${lowered}`;
-      lower.append(code, " with its requests.");
+    const lowered = lowerClass(download.lowerClasses || []);
+    if (waiting && lowered) {
+      lower.dataset.class = lowered;
+      lower.append("Not urgent? Send ", code(`Arkvory-Download-Class: ${lowered}`),
+        " with its requests, or download it with ",
+        code(`arkvoryctl download --class ${lowered} URL`), ".");
     } else {
       lower.hidden = true;
     }
@@ -146,6 +172,7 @@
     const { document: mine, receivedAt } = last;
     const elapsed = (Date.now() - receivedAt) / 1000;
     principal.textContent = mine.principal;
+    showWeights(mine.advice && mine.advice.classWeights);
     list.replaceChildren(...mine.downloads.map((download, index) => card(download, index, elapsed)));
     empty.hidden = mine.downloads.length !== 0;
     more.hidden = !mine.truncated;
