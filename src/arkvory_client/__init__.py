@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from ._async import AsyncClient
 from ._clock import (
+    CANCEL_CHECK_STEP,
     MAX_SLEEP_STEP,
     AsyncSleeper,
     CancelCheck,
@@ -80,6 +81,7 @@ from ._sync import Client
 from ._windows import TimeSpec, Window, parse_time, resolve_window
 
 __all__ = [
+    "CANCEL_CHECK_STEP",
     "DEFAULT_BACKOFF_BASE",
     "DEFAULT_BUSY_JITTER",
     "DEFAULT_CHUNK_SIZE",

@@ -18,6 +18,7 @@ from typing import Final, Protocol, runtime_checkable
 from ._exceptions import DownloadCancelledError
 
 __all__ = [
+    "CANCEL_CHECK_STEP",
     "MAX_SLEEP_STEP",
     "AsyncSleeper",
     "CancelCheck",
@@ -30,6 +31,11 @@ __all__ = [
 
 MAX_SLEEP_STEP: Final = 60.0
 """The longest single sleep, in seconds: the wall clock is re-read at least this often."""
+
+CANCEL_CHECK_STEP: Final = 0.5
+"""The longest single sleep when the caller can cancel: a wait of minutes in 60 s steps
+would answer a cancel only a minute later (a program stopping its downloads waited up
+to that long for each one)."""
 
 CancelCheck = Callable[[], bool]
 """Returns true when the caller wants the download stopped."""
@@ -92,7 +98,8 @@ class _Wait:
         by_wall = self._target_wall - self._clock.wall()
         by_monotonic = self._end_monotonic - self._clock.monotonic()
         remaining = min(by_wall, by_monotonic)
-        return 0.0 if remaining <= 0 else min(remaining, MAX_SLEEP_STEP)
+        longest = MAX_SLEEP_STEP if cancelled is None else CANCEL_CHECK_STEP
+        return 0.0 if remaining <= 0 else min(remaining, longest)
 
 
 def sleep_until_wall_sync(

@@ -10,6 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from arkvory_client import (
+    CANCEL_CHECK_STEP,
     MAX_SLEEP_STEP,
     CancelCheck,
     DownloadCancelledError,
@@ -98,11 +99,12 @@ def test_a_target_in_the_past_does_not_sleep(kind: Kind) -> None:
 
 
 def test_cancellation_is_checked_before_every_step(kind: Kind) -> None:
+    """A caller that can cancel is heard within half a second, however long the wait."""
     clock = FakeClock()
     sleeps = Sleeps(clock)
     with pytest.raises(DownloadCancelledError):
-        wait(kind, clock.wall() + 3600, clock, sleeps, cancelled=lambda: len(sleeps.steps) >= 2)
-    assert sleeps.steps == [60.0, 60.0]
+        wait(kind, clock.wall() + 3600, clock, sleeps, cancelled=lambda: len(sleeps.steps) >= 3)
+    assert sleeps.steps == [CANCEL_CHECK_STEP] * 3
 
 
 def test_system_clock_reads_both_clocks() -> None:
