@@ -399,13 +399,13 @@ class Clients:
                     figures.positions.setdefault(label, []).append(decision.position)
                 else:
                     figures.unexpected += 1
-        # Newcomers of the CI principals, each joining at the end of the queue unplaced.
+        # Newcomers of the CI principals, each joining at the end of the queue.
         for number in range(WARMUP + effort.newcomers):
             decision, seconds = await self.timed(self.workload.request(waiting + number))
             if number >= WARMUP:
                 figures.newcomers.append(seconds)
-                wrong = not isinstance(decision, Queued) or decision.position is not None
-                figures.unexpected += wrong
+                # Queued, placed in memory and not yet on PostgreSQL (ADR 0017, point 5).
+                figures.unexpected += not isinstance(decision, Queued)
         # The next range of an active download, the holders in turn.
         for number in range(effort.ranges):
             decision, seconds = await self.fetch(self.holders[number % len(self.holders)])
