@@ -42,26 +42,19 @@ def crowd(request: SubRequest) -> Iterator[CrowdRun]:
 # as long as their sizes say, and the others finish sooner for what they leave, which
 # the estimates do not model yet. Strict: the day one is met, its test fails until its
 # entry is removed.
-SLOW = "issue #28: slow clients hold their slots longer than their sizes say"
-LATE = (
-    "issue #28: on PostgreSQL's 70-client crowd, starts come 2-3 s before the estimate "
-    "once a held client takes its slot the moment it frees (R-HOLD-2); 19 estimates"
-)
 NOT_MET = {
-    ("p95", Store.MEMORY, True, "third-party"): SLOW,
-    ("p95", Store.MEMORY, False, "third-party"): SLOW,
-    ("p95", Store.POSTGRES, True, "third-party"): SLOW,
-    ("p95", Store.POSTGRES, False, "third-party"): SLOW,
-    ("p95", Store.POSTGRES, True, "protocol"): LATE,
-    ("p95", Store.POSTGRES, False, "protocol"): LATE,
-    ("inside", Store.POSTGRES, True, "protocol"): LATE,
-    ("inside", Store.POSTGRES, False, "protocol"): LATE,
+    ("p95", Store.MEMORY, True, "third-party"),
+    ("p95", Store.MEMORY, False, "third-party"),
+    ("p95", Store.POSTGRES, True, "third-party"),
+    ("p95", Store.POSTGRES, False, "third-party"),
+    ("p95", Store.POSTGRES, False, "protocol"),
+    ("inside", Store.POSTGRES, True, "third-party"),
 }
 
 
 def _known_unmet(request: SubRequest, target: str, crowd: CrowdRun, kind: str) -> None:
-    reason = NOT_MET.get((target, crowd.store, crowd.configured, kind))
-    if reason is not None:
+    if (target, crowd.store, crowd.configured, kind) in NOT_MET:
+        reason = "issue #28: slow clients hold their slots longer than their sizes say"
         request.applymarker(pytest.mark.xfail(strict=True, reason=reason))
 
 
