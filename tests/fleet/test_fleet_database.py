@@ -91,7 +91,11 @@ def _check_downloads(fleet: Fleet, downloads: Sequence[Download]) -> None:
 
 # --- pg_terminate_backend -----------------------------------------------------------------
 
-TERMINATE_SECONDS = 60.0
+# Every connection of the fleet is terminated every 2-5 s for this long: at least
+# TERMINATE_SECONDS // 5 rounds. Long enough that downloads finish through several
+# rounds; a longer soak belongs in benchmarks/, not in the suite's ten minutes.
+TERMINATE_SECONDS = 30.0
+LONGEST_GAP = 5.0
 LOAD_CLIENTS = 24
 # What a client is promised after database trouble: its 503 says Retry-After
 # STORAGE_RETRY_AFTER, and a client that follows it is granted by its second return. The
@@ -170,7 +174,7 @@ async def _terminate_repeatedly(
             ]
             started = time.monotonic()
             while True:
-                gap = random.uniform(2.0, 5.0)
+                gap = random.uniform(2.0, LONGEST_GAP)
                 if time.monotonic() + gap - started > TERMINATE_SECONDS:
                     break
                 await asyncio.sleep(gap)
@@ -213,12 +217,12 @@ def test_terminated_connections_answer_503_never_500(fleet: Fleet) -> None:
             else f"{probe.granted_after:.2f} s (bound {FIRST_GRANT_BOUND:g} s)",
         },
     )
-    assert len(terminated) >= 12 and sum(terminated) > 0
+    assert len(terminated) >= TERMINATE_SECONDS // LONGEST_GAP and sum(terminated) > 0
     assert set(traffic.statuses) <= {206, 503}, traffic.statuses
     assert set(probe.statuses) <= {206, 503}, probe.statuses
     assert_no_dropped_connections(traffic)
     assert not sampler.violations, sampler.violations[:10]
-    assert done, "no download completed in a minute"
+    assert done, f"no download completed in {TERMINATE_SECONDS:g} s"
     _check_downloads(fleet, done)
     assert probe.granted_after is not None and probe.granted_after <= FIRST_GRANT_BOUND
 
