@@ -254,3 +254,20 @@ class SteppingClock:
     def __call__(self) -> float:
         self.now += self.step
         return self.now
+
+
+def queued_answer(wall: float, **changes: Any) -> Queued:
+    """A waiting answer as a store gives it, ten minutes from ``wall``; ``changes``
+    replace any field (the answer's rendering tests need nothing else)."""
+    values: dict[str, Any] = {
+        "position": 3,
+        "starts_at": wall + 600,
+        "starts_earliest": wall + 540,
+        "starts_latest": wall + 660,
+        "check_at": wall + 300,
+        "retry_after": 300,
+        "download_class": DownloadClass.RELEASE,
+        "ticket": None,
+    }
+    values.update(changes)
+    return Queued(**values)

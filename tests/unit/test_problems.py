@@ -17,6 +17,8 @@ from arkvory_sched.asgi._problems import (
     rfc3339,
 )
 
+from ._helpers import queued_answer
+
 WALL = 1_780_000_000.0  # 2026-05-28T20:26:40Z
 
 
@@ -36,18 +38,9 @@ def _parts(answer: Answer) -> tuple[int, dict[bytes, bytes], dict[str, Any]]:
 
 
 def _queued(**changes: Any) -> Queued:
-    values: dict[str, Any] = {
-        "position": 3,
-        "starts_at": WALL + 600,
-        "starts_earliest": WALL + 540,
-        "starts_latest": WALL + 660,
-        "check_at": WALL + 300,
-        "retry_after": 300,
-        "download_class": DownloadClass.BULK,
-        "ticket": "2.abc.abd.sig",
-    }
-    values.update(changes)
-    return Queued(**values)
+    return queued_answer(
+        WALL, **{"download_class": DownloadClass.BULK, "ticket": "2.abc.abd.sig", **changes}
+    )
 
 
 @pytest.mark.parametrize(

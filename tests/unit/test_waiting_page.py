@@ -15,7 +15,7 @@ from urllib.parse import quote
 
 import pytest
 
-from arkvory_sched import DownloadClass, Queued
+from arkvory_sched import Queued
 from arkvory_sched.asgi._browser import PlaceIds, Visit, read_visit
 from arkvory_sched.asgi._problems import queue_headers
 from arkvory_sched.asgi._waiting_page import (
@@ -25,6 +25,8 @@ from arkvory_sched.asgi._waiting_page import (
     render_waiting_page,
     waiting_page_asset,
 )
+
+from ._helpers import queued_answer
 
 WALL = 1_780_000_000.0  # 2026-05-28T20:26:40Z
 TICKET = "2.mxbtgfsj.mxbtggkc.hRWG0qLYjWsLeYmPiWSy0CPNZcnaCsdzYaAMKoA-94w"
@@ -39,18 +41,7 @@ HOSTILE = [
 
 
 def decision(**changes: Any) -> Queued:
-    values: dict[str, Any] = {
-        "position": 3,
-        "starts_at": WALL + 600,
-        "starts_earliest": WALL + 540,
-        "starts_latest": WALL + 660,
-        "check_at": WALL + 300,
-        "retry_after": 300,
-        "download_class": DownloadClass.RELEASE,
-        "ticket": TICKET,
-    }
-    values.update(changes)
-    return Queued(**values)
+    return queued_answer(WALL, **{"ticket": TICKET, **changes})
 
 
 def request(path: str = "/files/big.iso", *, root_path: str = "/files") -> dict[str, Any]:
