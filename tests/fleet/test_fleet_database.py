@@ -94,7 +94,7 @@ def _check_downloads(fleet: Fleet, downloads: Sequence[Download]) -> None:
 # Every connection of the fleet is terminated every 2-5 s for this long: at least
 # TERMINATE_SECONDS // 5 rounds. Long enough that downloads finish through several
 # rounds; a longer soak belongs in benchmarks/, not in the suite's ten minutes.
-TERMINATE_SECONDS = 30.0
+TERMINATE_SECONDS = 20.0
 LONGEST_GAP = 5.0
 LOAD_CLIENTS = 24
 # What a client is promised after database trouble: its 503 says Retry-After
