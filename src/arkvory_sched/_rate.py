@@ -18,6 +18,13 @@ A reading counts only when it says something about the link (issue #28, ADR 0034
 * the store may pass which seconds had the slots busy (:class:`BusySeconds`): a second
   in which nobody waited and a slot was free says what the clients took, not what the
   link can carry, and is read as idle.
+
+A cold server has no three busy seconds to read, and its first complete second may end
+two seconds after the crowd came. Until then it reads its delivery run so far
+(:meth:`PeakRateMeter.run_rate`: the bytes since delivery last began, over the time
+since), which a store only uses to raise its guess: a crowd arriving at a cold server
+saw its first estimates come 20 % late from the guess, by up to three times their
+bound, for the two seconds before a second completed.
 """
 
 from __future__ import annotations
@@ -29,6 +36,8 @@ __all__ = [
     "DEFAULT_SPAN_SECONDS",
     "DEFAULT_WINDOW_SECONDS",
     "MIN_RUN_SECONDS",
+    "RUN_GAP_SECONDS",
+    "RUN_MIN_SECONDS",
     "BusySeconds",
     "PeakRateMeter",
     "masked",
@@ -40,6 +49,11 @@ DEFAULT_SPAN_SECONDS = 5
 MIN_RUN_SECONDS = 3
 """The shortest run of busy seconds that is read at all: its first and last second are
 partial, so three is the least that leaves one whole second in between."""
+RUN_GAP_SECONDS = 1.0
+"""A pause in delivery this long ends a delivery run (:meth:`PeakRateMeter.run_rate`)."""
+RUN_MIN_SECONDS = 0.5
+"""The shortest delivery run that is read: responses begin within the first tenths of
+a second, and a shorter run reads their start, not the link."""
 
 
 def peak_of_means(
@@ -152,6 +166,9 @@ class PeakRateMeter:
         "_peak",
         "_peak_second",
         "_ring",
+        "_run_bytes",
+        "_run_end",
+        "_run_start",
         "_seconds",
         "_span",
         "_window",
@@ -179,6 +196,9 @@ class PeakRateMeter:
         # and it changes only when a second completes or a response is booked.
         self._peak = 0.0
         self._peak_second: int | None = None
+        # The current delivery run: when it began, until when bytes came, how many.
+        self._run_start = self._run_end = -math.inf
+        self._run_bytes = 0.0
 
     @property
     def window_seconds(self) -> int:
@@ -204,6 +224,10 @@ class PeakRateMeter:
         if nbytes == 0:
             return
         self._peak_second = None
+        if start > self._run_end + RUN_GAP_SECONDS:
+            self._run_start, self._run_bytes = start, 0.0
+        self._run_bytes += nbytes
+        self._run_end = max(self._run_end, end)
         last = math.floor(end)
         newest = self._newest
         if newest is None or last > newest:
@@ -278,6 +302,23 @@ class PeakRateMeter:
             self._peak = peak_of_means(seconds, self._span, min_run)
             self._peak_second = second
         return self._peak
+
+    def run_rate(self, now: float) -> float:
+        """The rate of the delivery run still going at ``now``: every byte booked since
+        delivery last began after a pause of :data:`RUN_GAP_SECONDS`, over the time
+        since; 0.0 for a run shorter than :data:`RUN_MIN_SECONDS` or one that ended.
+
+        It reads the second in progress too, so a cold server knows its link within a
+        second. It says what the clients took while the run lasted, which is the link's
+        rate only if they kept it busy: a store uses it to raise a guess, never to
+        lower one.
+        """
+        if not math.isfinite(now):
+            raise ValueError(f"now must be finite, got {now!r}")
+        span = now - self._run_start
+        if span < RUN_MIN_SECONDS or now > self._run_end + RUN_GAP_SECONDS:
+            return 0.0
+        return self._run_bytes / span
 
     def total_recent(self, now: float) -> int:
         """Bytes booked into the complete seconds of the window ending at ``now``."""

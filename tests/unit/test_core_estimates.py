@@ -9,6 +9,7 @@ import pytest
 
 from arkvory_sched import PrincipalKind, Queued
 from arkvory_sched.memory._core import SchedulerCore
+from arkvory_sched.policy import FALLBACK_RATE
 from arkvory_sched.testing import FakeClock
 
 from ._helpers import (
@@ -178,6 +179,37 @@ def test_estimate_uses_peak_rate_not_mean() -> None:
     left = 10 * GIB - 5 * 400 * MIB
     assert _wait(answer, clock) == pytest.approx(left / (400 * MIB), abs=1.0)
     assert core.stats().delivery_rate == pytest.approx(400 * MIB)
+
+
+def test_a_cold_server_reads_its_first_delivery_run_before_a_second_completes() -> None:
+    """Nothing configured, a link faster than the guess: half a second of delivery
+    already says so. Before, the first complete second came up to two seconds after the
+    crowd did, and every answer until then came from the guess (issue #28)."""
+    link = 4 * FALLBACK_RATE
+    core, clock = make_core(sessions=1)
+    clock.advance(0.3)  # delivery begins within a second, not on its edge
+    grant = start(core, req("holder", size=20 * link, download_id=None))
+    waiter = req("waiter")
+    wait_in_queue(core, waiter)
+    for _ in range(5):  # the second in which it began is partial: 0.7 s of link
+        clock.advance(0.25)
+        core.progress(grant, int(0.25 * link))
+    answer = queued(ask(core, waiter))
+    # 20 s of link, 1.25 s sent; that partial second read as the rate would say 26.8 s.
+    assert _wait(answer, clock) == pytest.approx(18.75, abs=0.5)
+    assert core.stats().delivery_rate == 0.0  # still a guess, shown as no reading
+
+
+def test_a_slow_first_run_does_not_lower_the_guess() -> None:
+    core, clock = make_core(sessions=1)
+    grant = start(core, req("holder", size=10 * FALLBACK_RATE, download_id=None))
+    waiter = req("waiter")
+    wait_in_queue(core, waiter)
+    for _ in range(5):
+        clock.advance(0.25)
+        core.progress(grant, 1024)  # a client that takes next to nothing
+    answer = queued(ask(core, waiter))
+    assert _wait(answer, clock) == pytest.approx(10.0, abs=0.5)  # the guess, not 1 KiB/s
 
 
 def test_bandwidth_setting_is_a_floor_for_the_rate() -> None:

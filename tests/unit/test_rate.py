@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from arkvory_sched._rate import PeakRateMeter, peak_of_means
+from arkvory_sched._rate import RUN_GAP_SECONDS, RUN_MIN_SECONDS, PeakRateMeter, peak_of_means
 
 CHUNK = 8 << 20  # 8 MiB
 Record = tuple[float, float, int]
@@ -334,3 +334,25 @@ def test_a_response_booked_within_the_same_second_is_read_at_once() -> None:
     assert meter.peak(12.2) == 1000.0
     meter.record(10.0, 11.0, 500)  # a response spanning second 10, reported late
     assert meter.peak(12.4) == 1500.0
+
+
+def test_the_delivery_run_is_read_with_the_second_in_progress() -> None:
+    meter = PeakRateMeter()
+    meter.record(10.4, 10.6, 2_000)
+    meter.record(10.6, 10.9, 3_000)
+    assert meter.run_rate(10.9) == pytest.approx(5_000 / 0.5)
+    assert meter.peak(10.9) == 0.0  # no second has completed yet
+
+
+def test_a_run_shorter_than_the_minimum_or_one_that_ended_reads_nothing() -> None:
+    meter = PeakRateMeter()
+    meter.record(10.0, 10.2, 2_000)
+    assert meter.run_rate(10.0 + RUN_MIN_SECONDS / 2) == 0.0
+    assert meter.run_rate(10.2 + RUN_GAP_SECONDS + 0.1) == 0.0
+
+
+def test_a_pause_begins_a_new_run() -> None:
+    meter = PeakRateMeter()
+    meter.record(0.0, 5.0, 5_000_000)  # a fast run, long over
+    meter.record(20.0, 21.0, 1_000)
+    assert meter.run_rate(21.0) == pytest.approx(1_000.0)

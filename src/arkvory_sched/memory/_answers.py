@@ -97,8 +97,10 @@ class Answers:
         bandwidth = self.settings.bandwidth
         if peak or self._last_rate or bandwidth is not None:
             return estimate_rate(peak, self._last_rate, bandwidth)
-        # A cold server: every second read, busy or not (only until one counts).
-        return estimate_rate(0.0, 0.0, None, peak_of_means(self._rate.complete_seconds(now)[1]))
+        # A cold server: every second read, busy or not, and the delivery run so far,
+        # which reads the second in progress (only until a busy second counts).
+        seconds = self._rate.complete_seconds(now)[1]
+        return estimate_rate(0.0, 0.0, None, max(peak_of_means(seconds), self._rate.run_rate(now)))
 
     def refresh_finish_table(self, now: float) -> None:
         """When each slot frees, from the remaining bytes of active sessions (R-EST-1)."""

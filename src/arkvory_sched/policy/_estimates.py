@@ -77,9 +77,9 @@ def estimate_rate(
     link is faster than the operator said) and never lowers it (a reading below the
     link's rate is the clients', taken while the link had room). With nothing
     configured the reading is the rate; with nothing read either, the rate is a guess,
-    raised by ``provisional``: what the link carried in any second so far (a cold
-    server's first seconds, before three busy ones could be read). A guess is never
-    lowered by it: a tiny read says nothing.
+    raised by ``provisional``: what the link carried in any second so far, or in the
+    delivery run so far (a cold server's first seconds, before three busy ones could be
+    read). A guess is never lowered by it: a tiny read says nothing.
     """
     reading = measured or last
     if bandwidth is not None:
