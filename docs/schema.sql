@@ -2,7 +2,7 @@
 -- `make schema` (python -m tests.schema_snapshot): do not edit. The migrations
 -- in migrations/ are the source; tests/postgres/test_schema_snapshot.py checks
 -- that this file equals a fresh migration. Migrations: 0001_queue to
--- 0016_estimate_inputs (16). The schema is named `arkvory` here;
+-- 0017_scheduled_waiters (17). The schema is named `arkvory` here;
 -- an installation may choose another (--schema).
 --
 -- PostgreSQL database dump
@@ -1034,6 +1034,7 @@ CREATE TABLE arkvory.queue_state (
     idle_longest_stretch double precision DEFAULT 0 NOT NULL,
     provisional_rate double precision DEFAULT 0 NOT NULL,
     waiter_schedule double precision[],
+    waiter_schedule_seqs bigint[],
     CONSTRAINT queue_state_id_check CHECK (id),
     CONSTRAINT queue_state_idle_slots_check CHECK ((idle_slots >= 0))
 );

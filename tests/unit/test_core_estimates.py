@@ -191,12 +191,12 @@ def test_a_cold_server_reads_its_first_delivery_run_before_a_second_completes() 
     grant = start(core, req("holder", size=20 * link, download_id=None))
     waiter = req("waiter")
     wait_in_queue(core, waiter)
-    for _ in range(5):  # the second in which it began is partial: 0.7 s of link
-        clock.advance(0.25)
-        core.progress(grant, int(0.25 * link))
+    for _ in range(4):  # 0.8 s: no second has completed, and the table is not a second old
+        clock.advance(0.2)
+        core.progress(grant, int(0.2 * link))
     answer = queued(ask(core, waiter))
-    # 20 s of link, 1.25 s sent; that partial second read as the rate would say 26.8 s.
-    assert _wait(answer, clock) == pytest.approx(18.75, abs=0.5)
+    # 20 s of link, 0.8 s sent; the guess would say 79.2 s.
+    assert _wait(answer, clock) == pytest.approx(19.2, abs=0.5)
     assert core.stats().delivery_rate == 0.0  # still a guess, shown as no reading
 
 

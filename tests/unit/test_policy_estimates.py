@@ -138,3 +138,12 @@ def test_request_retry_after_is_the_time_to_drain_the_queue_ahead() -> None:
     assert request_retry_after(2.0, 7, 4) == 4
     assert request_retry_after(0.01, 0, 4) == 1
     assert request_retry_after(10.0, 100, 1) == 60
+
+
+def test_a_waiter_s_own_entry_in_the_schedule_outranks_its_count_of_waiters_ahead() -> None:
+    """Issue #28: the schedule was made at the last tick; two waiters started since, so
+    the third has nobody ahead, yet its own entry says it starts with the next round."""
+    schedule = [100.0, 100.0, 120.0]
+    assert start([100.0] * 4, 0, schedule=schedule) == 100.0  # read by the count
+    assert start([100.0] * 4, 0, schedule=schedule, own_start=120.0) == 120.0
+    assert start([100.0] * 4, 0, schedule=schedule, own_start=90.0) == 100.0  # never before now

@@ -53,8 +53,9 @@ class Answers:
     """Delivery rate, start estimates, the ``Queued`` answer, tickets and refusals."""
 
     __slots__ = ("_busy", "_clock", "_counters", "_early", "_finish_table", "_finish_table_at",
-                 "_last_rate", "_rate", "_schedule", "_signer", "_slots", "_table",
-                 "settings")  # fmt: skip
+                 "_finish_table_rate",
+                 "_last_rate", "_rate", "_schedule", "_scheduled_starts", "_signer", "_slots",
+                 "_table", "settings")  # fmt: skip
 
     def __init__(
         self,
@@ -80,7 +81,10 @@ class Answers:
         self._busy = BusySeconds(rate.window_seconds)
         self._finish_table: list[float] = []
         self._schedule: list[float] = []
+        # Each scheduled waiter's own start, by its key (estimate_start's own_start).
+        self._scheduled_starts: dict[bytes, float] = {}
         self._finish_table_at = -math.inf
+        self._finish_table_rate = 0.0
 
     # ================================================================ estimates
     def note_busy(self, now: float) -> None:
@@ -113,20 +117,24 @@ class Answers:
             now,
             settings.sessions,
         )
-        self._finish_table_at = now
-        self._schedule = (
-            queue_schedule(
-                self._finish_table,
-                (s.remaining_bytes() for s in islice(table.queue.iter_fair(), SCHEDULED_WAITERS)),
-                rate / settings.sessions,
-            )
-            if scheduled(settings) and table.queue
-            else []
+        self._finish_table_at, self._finish_table_rate = now, rate
+        if not (scheduled(settings) and table.queue):
+            self._schedule, self._scheduled_starts = [], {}
+            return
+        first = list(islice(table.queue.iter_fair(), SCHEDULED_WAITERS))
+        self._schedule = queue_schedule(
+            self._finish_table, (s.remaining_bytes() for s in first), rate / settings.sessions
         )
+        self._scheduled_starts = {
+            s.key: start for s, start in zip(first, self._schedule, strict=False)
+        }
 
     def _estimate_start(self, session: Session, ahead: int, now: float, rate: float) -> float:
         settings, table = self.settings, self._table
-        if now - self._finish_table_at > 1.0:
+        # Refreshed each second, and as soon as the rate moves: a cold server's first
+        # reading replaces its guess within the second, and answers made meanwhile
+        # from the guess's table came 20 % late (issue #28).
+        if now - self._finish_table_at > 1.0 or _moved(rate, self._finish_table_rate):
             self.refresh_finish_table(now)
         return estimate_start(
             self._finish_table,
@@ -141,6 +149,7 @@ class Answers:
             waiting_bytes=table.waiting_bytes,
             rate=rate,
             schedule=self._schedule,
+            own_start=self._scheduled_starts.get(session.key),
         )
 
     def estimate(self, session: Session, now: float) -> StartEstimate:
@@ -248,3 +257,8 @@ class Answers:
         rejections = self._counters.rejections
         rejections[reason] = rejections.get(reason, 0) + 1
         return Rejected(reason, retry_after, cls)
+
+
+def _moved(rate: float, before: float) -> bool:
+    """Whether ``rate`` differs from ``before`` by more than 5 %."""
+    return abs(rate - before) > 0.05 * before

@@ -96,7 +96,7 @@ class Answers:
         own_ahead = row["own_ahead"]
         if is_newcomer and own_ahead >= NEWCOMER_COUNT_CAP:
             own_ahead = max(own_ahead, snapshot.class_lengths[row["queue_rank"]])
-        estimate = self.estimate(own_ahead, row["queue_rank"], cls, snapshot, now)
+        estimate = self.estimate(own_ahead, row["queue_rank"], cls, snapshot, now, row.get("seq"))
         ahead, start, wall_offset = estimate.ahead, estimate.start, estimate.wall_offset
         delay = answer_check_delay(
             estimate,
@@ -134,10 +134,12 @@ class Answers:
         cls: DownloadClass,
         snapshot: QueueSnapshot,
         now: float,
+        seq: int | None = None,
     ) -> StartEstimate:
         """A waiting session's place and start from its count in its own lane, as its
         poll computes them, recording nothing: :meth:`queued` and the principal's own
-        downloads page (issue #19) read the same numbers."""
+        downloads page (issue #19) read the same numbers. ``seq`` says who it is, to find
+        its own entry in the leader's schedule."""
         settings = self._running.settings
         wall_offset = self._clock.wall() - now  # announced times are wall time (R-RES-5)
         window = self._window(cls, queue_rank, snapshot, now + wall_offset)
@@ -162,6 +164,7 @@ class Answers:
             waiting_bytes=snapshot.waiting_bytes,
             rate=rate.bytes_per_second,
             schedule=snapshot.waiter_schedule,
+            own_start=None if seq is None else snapshot.scheduled_starts.get(seq),
         )
         moved, not_before = window.start(start + wall_offset, now + wall_offset)
         start = moved - wall_offset

@@ -95,15 +95,18 @@ async def waiter_schedule(
     finishes: Sequence[float],
     rate: float,
     passes: Sequence[float],
-) -> list[float]:
+) -> tuple[list[float], list[int]]:
     """When each of the first :data:`SCHEDULED_WAITERS` waiters starts, by its own size,
     in the fair queue's order (:func:`~arkvory_sched.policy.queue_schedule`), as in
-    memory. Each class's first rows are one range of its place index. The caller asks
-    only when the settings want a schedule (:func:`~arkvory_sched.policy.scheduled`)."""
+    memory, and who each is (its ``seq``: a poll finds its own entry by it). Each
+    class's first rows are one range of its place index. The caller asks only when the
+    settings want a schedule (:func:`~arkvory_sched.policy.scheduled`)."""
     heads = [
         await conn.fetch(tick_sql.WAITING_SIZES_OF_CLASS, rank, SCHEDULED_WAITERS)
         for rank in range(CLASS_COUNT)
     ]
     order = service_order(heads, passes, strides_of(settings.weights))
-    sizes = (float(row["remaining"]) for _, row in islice(order, SCHEDULED_WAITERS))
-    return queue_schedule(finishes, sizes, rate / settings.sessions)
+    first = [row for _, row in islice(order, SCHEDULED_WAITERS)]
+    sizes = (float(row["remaining"]) for row in first)
+    starts = queue_schedule(finishes, sizes, rate / settings.sessions)
+    return starts, [row["seq"] for row in first]

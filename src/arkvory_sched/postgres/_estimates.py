@@ -34,6 +34,9 @@ class QueueSnapshot:
     provisional_rate: float
     waiter_schedule: tuple[float, ...]
     """When the first waiters start by their own sizes, in service order (issue #28)."""
+    scheduled_starts: dict[int, float]
+    """The same starts by who each waiter is (its ``seq``), built once per read: a poll
+    finds its own (``estimate_start``'s ``own_start``)."""
     class_lengths: tuple[int, ...]
     waiting_bytes: float
     session_count: int
@@ -66,6 +69,9 @@ async def read_snapshot(conn: asyncpg.Connection) -> QueueSnapshot:
         fleet_rate=row["fleet_rate"],
         provisional_rate=row["provisional_rate"],
         waiter_schedule=tuple(row["waiter_schedule"] or ()),
+        scheduled_starts=dict(
+            zip(row["waiter_schedule_seqs"] or (), row["waiter_schedule"] or (), strict=False)
+        ),
         class_lengths=tuple(row["class_lengths"] or (0,) * CLASS_COUNT),
         waiting_bytes=row["waiting_bytes"],
         session_count=row["session_count"],

@@ -329,16 +329,16 @@ class QueueLeader:
             if waiting and (budget.free or scheduled(settings))
             else []
         )
-        schedule = (
+        schedule, scheduled_seqs = (
             await waiter_schedule(conn, settings, finishes, rate, passes)
             if waiting and scheduled(settings)
-            else []
+            else ([], [])
         )
         await conn.execute(tick_sql.CLEAR_MARKS)
         marked: list[bytes] = []  # filled below: written with the last writes
         last_writes.append((tick_sql.STORE_MARKS, (marked,)))
-        estimates = (finishes, now, reading.counted, budget.free, reading.provisional, schedule)
-        last_writes.append((tick_sql.STORE_ESTIMATES, estimates))
+        estimates = (finishes, now, reading.counted, budget.free, reading.provisional)
+        last_writes.append((tick_sql.STORE_ESTIMATES, (*estimates, schedule, scheduled_seqs)))
         if not budget.free or not waiting:
             return 0
         active_by_principal = await _active_by_principal(conn)

@@ -19,7 +19,7 @@ WITH mine AS (
     ORDER BY d.arrival, d.seq
     LIMIT $3
 )
-SELECT d.object_id, d.download_id, d.state, d.base_class, d.queue_rank, d.object_size,
+SELECT d.object_id, d.download_id, d.state, d.base_class, d.queue_rank, d.object_size, d.seq,
        d.start_offset, d.waiting_since, d.slot_since, d.paused_until, d.total,
        least({covered_bytes} + {in_flight_bytes},
              d.object_size - coalesce(d.start_offset, 0)) AS covered,

@@ -14,7 +14,7 @@ WITH held AS MATERIALIZED (
     WHERE s.session_key IS NOT NULL
 )
 SELECT q.last_release, q.free_at_mark, q.finish_table, q.finish_table_at, q.fleet_rate,
-       q.provisional_rate, q.waiter_schedule,
+       q.provisional_rate, q.waiter_schedule, q.waiter_schedule_seqs,
        q.class_lengths, q.waiting_bytes, q.session_count,
        (SELECT array_agg(pass ORDER BY queue_rank) FROM class_state) AS passes,
        (SELECT count(*) FROM download_slot WHERE session_key IS NOT NULL) AS active,

@@ -213,7 +213,8 @@ SELECT
 
 -- name: store_estimates
 UPDATE queue_state SET finish_table = $1, finish_table_at = $2, fleet_rate = $3,
-    free_at_mark = $4, provisional_rate = $5, waiter_schedule = $6
+    free_at_mark = $4, provisional_rate = $5, waiter_schedule = $6,
+    waiter_schedule_seqs = $7
 
 -- name: class_passes
 SELECT array_agg(pass ORDER BY queue_rank) FROM class_state
@@ -261,9 +262,9 @@ coalesce((SELECT sum(f.in_flight_bytes) FROM range_share AS f
           WHERE f.slot_no = s.slot_no AND f.lease_token = s.lease_token), 0)::bigint
 
 -- name: waiting_sizes_of_class
--- The bytes the first waiters of a class still need, in queue order (issue #28): a
--- range of download_session_place, as for the heads a marking reads.
-SELECT object_size - coalesce(start_offset, start_hint, 0) AS remaining
+-- The bytes the first waiters of a class still need, in queue order, and who they are
+-- (issue #28): a range of download_session_place, as for the heads a marking reads.
+SELECT object_size - coalesce(start_offset, start_hint, 0) AS remaining, seq
 FROM download_session
 WHERE state = 0 AND queue_rank = $1
 ORDER BY place

@@ -8,6 +8,8 @@ Estimates are deterministic here: ``bandwidth`` is a floor for the measured rate
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from arkvory_sched import Admitted, Delivered, DownloadRequest, PrincipalKind, Queued
@@ -153,6 +155,37 @@ async def test_a_long_get_s_progress_moves_the_waiter_s_start_earlier(
     # Half of it sent: the slot frees 50 s sooner, less the 1.5 s that passed.
     assert after.starts_at < before.starts_at - 30.0
     await scheduler.report(holder.grant, Delivered(None))
+
+
+async def test_a_waiter_answered_after_others_started_since_the_tick_keeps_its_own_start(
+    make_scheduler: MakeScheduler, clock: FakeClock
+) -> None:
+    """Issue #28: the tick schedules the waiters; the first two take both slots before
+    the next tick. The third now has nobody ahead, but both slots are held for 2 s: it
+    starts then, not now (a count of waiters ahead read against the tick's schedule
+    told it "now", the start of one who stood a round before it)."""
+    rate = 64 * MIB  # two slots: 32 MiB/s each
+    scheduler = await make_scheduler(contract_settings(sessions=2, max_downloads=2, bandwidth=rate))
+    holders = [
+        await admitted(scheduler, big(f"holder-{n}", f"dl-h{n}", size=32 * MIB)) for n in range(2)
+    ]
+    waiters = [big(f"waiter-{n}", f"dl-w{n}", size=64 * MIB) for n in range(3)]
+    told = [await queued(scheduler, waiter) for waiter in waiters]
+    waiters = [
+        replace(waiter, ticket=answer.ticket) for waiter, answer in zip(waiters, told, strict=True)
+    ]
+    clock.advance(1.0)  # the holders' 32 MiB at 32 MiB/s
+    for holder in holders:
+        await deliver(scheduler, holder)
+    await scheduler.tick()  # schedules the waiters: two now, the third in 2 s
+    for waiter in waiters[:2]:
+        await admitted(scheduler, waiter)
+    clock.advance(0.1)
+    third = await queued(scheduler, waiters[2])
+    assert third.position == 1
+    wait = third.starts_at - clock.wall()
+    assert wait == pytest.approx(1.9, abs=0.5), f"told to start in {wait:.1f} s"
+    assert third.starts_earliest <= clock.wall() + 1.9 <= third.starts_latest
 
 
 @pytest.mark.parametrize("jump", [3600.0, -3600.0], ids=["forward", "backward"])
