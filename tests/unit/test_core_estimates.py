@@ -200,6 +200,27 @@ def test_a_cold_server_reads_its_first_delivery_run_before_a_second_completes() 
     assert core.stats().delivery_rate == 0.0  # still a guess, shown as no reading
 
 
+def test_a_first_reading_with_a_handover_in_it_does_not_lower_the_rate() -> None:
+    """The first busy reading is one second's; when the slots changed hands in it
+    (0.3 s with nothing sent), it says 70 % of the link. The delivery run so far says
+    90 %, and is a rate the link carried too (issue #28)."""
+    link = 4 * FALLBACK_RATE
+    core, clock = make_core(sessions=1)
+    clock.advance(0.3)
+    grant = start(core, req("holder", size=40 * link, download_id=None))
+    waiter = req("waiter")
+    wait_in_queue(core, waiter)
+    for step in range(31):  # 0.3 s to 3.4 s in tenths, ticking every half second
+        clock.advance(0.1)
+        handover = 9 <= step < 12  # 1.2 s to 1.5 s
+        core.progress(grant, 1 if handover else int(0.1 * link))
+        if step % 5 == 4:
+            core.tick()
+    answer = queued(ask(core, waiter))
+    truth = 40 - 2.8  # seconds of link still to send
+    assert truth <= _wait(answer, clock) <= 1.15 * truth  # the one second would say 53 s
+
+
 def test_a_slow_first_run_does_not_lower_the_guess() -> None:
     core, clock = make_core(sessions=1)
     grant = start(core, req("holder", size=10 * FALLBACK_RATE, download_id=None))

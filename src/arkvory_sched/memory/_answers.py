@@ -97,6 +97,10 @@ class Answers:
         now = self._clock.monotonic()
         peak = self._rate.peak(now, self._busy)
         if peak > 0:
+            # The first reading is one second's, and a second in which the slots
+            # changed hands reads low: the delivery run so far is a rate the link
+            # carried too (issue #28).
+            peak = max(peak, self._rate.run_rate(now))
             self._last_rate = peak
         bandwidth = self.settings.bandwidth
         if peak or self._last_rate or bandwidth is not None:
