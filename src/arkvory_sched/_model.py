@@ -167,7 +167,9 @@ class Queued:
     too; on PostgreSQL it is ``None`` for a newcomer, whose count would race arrivals of
     the same instant, and exact from its first poll (R-EST-3). Times are wall-clock
     epoch seconds.
-    ``retry_after`` is whole seconds up to ``check_at``.
+    ``retry_after`` is whole seconds up to ``check_at``. ``at_the_door``: the server
+    holds the request until a slot frees or the hold ends, as it holds a request without
+    an id (R-HOLD-2; :func:`~arkvory_sched.policy.held_at_the_door`).
     """
 
     position: int | None
@@ -179,6 +181,7 @@ class Queued:
     download_class: DownloadClass
     ticket: str | None = None
     reason: str = "download_queued"
+    at_the_door: bool = False
 
 
 class RejectReason(StrEnum):

@@ -85,7 +85,11 @@ async def resolver(scope: MutableMapping[str, Any]) -> DownloadTarget:
 
 def test_a_queued_download_waits_its_turn_then_completes(tmp_path: Path) -> None:
     clock = FakeClock()
-    settings = SchedulerSettings(sessions=1, reserve=0, per_principal=1, session_min_bytes=1024)
+    # Time moves only with the client's (fake) sleeps: a request held in real time would
+    # never see the slot free, so nothing is held here (R-HOLD-2 has its own tests).
+    settings = SchedulerSettings(
+        sessions=1, reserve=0, per_principal=1, session_min_bytes=1024, hold_seconds=0
+    )
     scheduler = InMemoryDownloadScheduler(
         settings, clock=clock, ticket_keys=[b"client-test-ticket-key-000000001"]
     )

@@ -12,7 +12,7 @@ The simulated world:
   Their requests go through what the middleware does with them: a queued one is held
   up to ``hold_seconds``, asking again whenever the scheduler signals a change (each
   tick, each report), before it is answered ``503`` with ``Retry-After``, which the tool
-  honours;
+  honours; a protocol client's is held so too while it is at the door (R-HOLD-2);
 * the scheduler under test, on a :class:`FakeClock` that jumps from event to event, with
   a tick every 500 ms and progress reports for in-flight responses on each tick.
 
@@ -421,7 +421,7 @@ class LinkSimulation:
                 result.estimate_earliest = self._now + (decision.starts_earliest - wall_now)
                 result.estimate_latest = self._now + (decision.starts_latest - wall_now)
                 result.first_position = decision.position
-            if self._held_on(client):
+            if self._held_on(client, decision):
                 return
         else:
             assert isinstance(decision, Rejected)
@@ -430,11 +430,15 @@ class LinkSimulation:
         jitter = self._random.uniform(0.0, 0.25)
         self._schedule(self._now + decision.retry_after + jitter, self._REQUEST, client)
 
-    def _held_on(self, client: _Client) -> bool:
-        """Whether the middleware keeps holding a queued request without an id, rather
-        than answering ``503`` now (its ``_hold``: up to ``hold_seconds``, at most
-        ``hold_limit`` requests at once)."""
-        if client.spec.client is ClientKind.SDK or self._hold_seconds <= 0:
+    def _held_on(self, client: _Client, decision: Queued) -> bool:
+        """Whether the middleware keeps holding a queued request, rather than answering
+        ``503`` now (its ``_hold``: up to ``hold_seconds``, at most ``hold_limit``
+        requests at once): one without an id, or a protocol client's while it is at the
+        door (R-HOLD-2)."""
+        if self._hold_seconds <= 0:
+            return False
+        if client.spec.client is ClientKind.SDK and not decision.at_the_door:
+            self._release_hold(client)
             return False
         if client.held_until is None:
             if len(self._held) >= self._hold_limit:

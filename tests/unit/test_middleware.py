@@ -911,6 +911,54 @@ async def test_held_request_is_admitted_when_a_slot_frees(make: Build) -> None:
 
 
 @pytest.mark.anyio
+async def test_a_protocol_waiter_at_the_door_takes_the_slot_the_moment_it_frees(
+    make: Build,
+) -> None:
+    """R-HOLD-2: a client with a download id in the next round, whose slot may free
+    within the hold, is held like a tool without one; a newcomer and a waiter further
+    back are answered at once."""
+    harness = make(hold_seconds=LONG_HOLD, sessions=1)
+    answers: list[httpx.Response] = []
+    async with harness.client() as client:
+        await occupy_the_slot(client)
+        with anyio.fail_after(SETTLE_SECONDS):  # neither is held
+            newcomer = await fetch(client, user="svc-second", download_id="second")
+            behind = await fetch(client, user="svc-third", download_id="third")
+        assert (newcomer.status_code, behind.status_code) == (503, 503)
+        await harness.scheduler.tick()
+        with anyio.fail_after(SETTLE_SECONDS):  # the second in line is not at the door
+            again = await fetch(
+                client,
+                user="svc-third",
+                download_id="third",
+                headers={TICKET_HEADER: behind.headers[TICKET_HEADER]},
+            )
+        assert again.status_code == 503
+        assert again.headers["arkvory-queue-position"] == "2"
+        with anyio.fail_after(SETTLE_SECONDS):  # admitted during the hold, not at its end
+            async with anyio.create_task_group() as tasks:
+
+                async def at_the_door() -> None:
+                    answers.append(
+                        await fetch(
+                            client,
+                            user="svc-second",
+                            download_id="second",
+                            headers={TICKET_HEADER: newcomer.headers[TICKET_HEADER]},
+                        )
+                    )
+
+                tasks.start_soon(at_the_door)
+                await eventually(lambda: harness.middleware.held == 1)
+                await finish_first(client)
+                await harness.scheduler.tick()
+    (response,) = answers
+    assert response.status_code == 200
+    assert response.content == BIG
+    assert harness.middleware.held == 0
+
+
+@pytest.mark.anyio
 async def test_at_most_transfer_queue_limit_requests_are_held(make: Build) -> None:
     harness = make(hold_seconds=LONG_HOLD, transfer_queue_limit=1, transfer_queue_per_principal=1)
     async with harness.client() as client:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 from arkvory_sched.policy import (
     BACKUP_GRACE_SECONDS,
     PREEMPT_MIN_HOLD_SECONDS,
@@ -12,6 +14,7 @@ from arkvory_sched.policy import (
     choose_marks,
     choose_victim,
     finishing_soon,
+    held_at_the_door,
     marking_budget,
     over_share_with_contenders,
     slot_free_for,
@@ -150,3 +153,16 @@ def test_the_lowest_class_then_the_longest_held_slot_is_chosen() -> None:
         holder("new-bg", 3, slot_since=NOW - 100),
     ]
     assert victim(candidates) == "old-bg"
+
+
+def test_only_a_placed_waiter_of_the_next_round_whose_slot_may_free_within_the_hold_is_held() -> (
+    None
+):
+    """R-HOLD-2: a handful of requests per process, never the crowd behind them."""
+    held = functools.partial(held_at_the_door, now=NOW, sessions=4, hold=20.0)
+    assert held(1, NOW + 5.0)
+    assert held(4, NOW + 20.0)  # the last of the round, its slot freeing at the hold's end
+    assert not held(5, NOW + 5.0)  # a round further back
+    assert not held(1, NOW + 20.5)  # its slot frees after the hold: told when to come back
+    assert not held(None, NOW)  # a newcomer: its first answer is at once (R-EST-3)
+    assert not held_at_the_door(1, NOW, NOW, sessions=4, hold=0.0)  # holding is off

@@ -37,6 +37,7 @@ from .._model import Admitted, Decision, DownloadRequest, Queued
 from .._port import DownloadScheduler, FastGrant, FastPath
 from .._target import Resolver
 from .._ticking import run_tick_loop
+from ..policy import AT_THE_DOOR_RECHECK_SECONDS
 from ._asgi import ASGIApp, Message, Receive, Scope, Send
 from ._browser import PlaceIds, Visit, read_visit
 from ._observer import GrantObserver, PlaceObserver, failure_outcome
@@ -103,7 +104,8 @@ class DownloadSchedulerMiddleware:
 
     @property
     def held(self) -> int:
-        """Requests without a download id being held right now (R-HOLD-1)."""
+        """Requests being held right now: without a download id (R-HOLD-1), or with
+        one at the door (R-HOLD-2)."""
         return self._held
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -177,7 +179,7 @@ class DownloadSchedulerMiddleware:
                     ticket=ticket,
                 )
                 decision = await self._scheduler.admit(request)
-                if isinstance(decision, Queued) and download_id is None:
+                if isinstance(decision, Queued) and (download_id is None or decision.at_the_door):
                     decision = await self._hold(request, decision)
         except InvalidRequestError as error:
             await _answer(send, _invalid(error))
@@ -226,24 +228,33 @@ class DownloadSchedulerMiddleware:
 
     # ------------------------------------------------------------------ holding
     async def _hold(self, request: DownloadRequest, decision: Queued) -> Decision:
-        """Hold a request without an id for up to ``hold_seconds`` before answering 503.
+        """Hold a request for up to ``hold_seconds`` before answering 503.
 
         Third-party tools only see status and ``Retry-After``; many give up or back off
-        badly, so the server waits for them as the old queue did (R-HOLD-1). Each pass
-        asks the scheduler again, which re-checks strategy and threshold (R-STRAT-4).
+        badly, so the server waits for them as the old queue did (R-HOLD-1). A client
+        that sends a download id is held only while it is at the door (R-HOLD-2: next
+        round, its slot may free within the hold), so it takes a freed slot at once
+        instead of up to a whole ``Retry-After`` second later. Each pass asks the
+        scheduler again, which re-checks strategy and threshold (R-STRAT-4); a client
+        with an id asks at least every :data:`AT_THE_DOOR_RECHECK_SECONDS`, which a
+        shared store answers from the process's snapshot (ADR 0029) until it is marked.
         """
         settings = self._scheduler.settings
         if self._held >= settings.transfer_queue_limit or settings.hold_seconds <= 0:
             return decision
+        always = request.download_id is None
         self._held += 1
         try:
             deadline = anyio.current_time() + settings.hold_seconds
             current: Decision = decision
-            while isinstance(current, Queued):
+            while isinstance(current, Queued) and (always or current.at_the_door):
                 remaining = deadline - anyio.current_time()
                 if remaining <= 0:
                     break
-                await self._scheduler.wait_for_change(min(remaining, float(current.retry_after)))
+                wait = min(remaining, float(current.retry_after))
+                if not always:
+                    wait = min(wait, AT_THE_DOOR_RECHECK_SECONDS)
+                await self._scheduler.wait_for_change(wait)
                 current = await self._scheduler.admit(request)
             return current
         finally:

@@ -34,6 +34,7 @@ from ..policy import (
     estimate_rate,
     estimate_start,
     finish_table,
+    held_at_the_door,
     no_show_at,
     queue_schedule,
     queued_retry_after,
@@ -205,6 +206,13 @@ class Answers:
             retry_after=queued_retry_after(delay),
             download_class=session.base_class,
             ticket=self.issue_ticket(session),
+            at_the_door=held_at_the_door(
+                None if newcomer else ahead + 1,
+                estimate.earliest,
+                now,
+                sessions=self.settings.sessions,
+                hold=self.settings.hold_seconds,
+            ),
         )
         if newcomer or again:  # a wait that just began: its next poll is decided
             self._early.forget(session.key)

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from ._constants import (
     AGING_CAP_RANK,
+    AT_THE_DOOR_RECHECK_SECONDS,
     BACKUP_GRACE_SECONDS,
     CLASS_COUNT,
     EARLY_POLL_MIN_SECONDS,
@@ -129,6 +130,7 @@ from ._slots import (
     choose_victim,
     expected_soon,
     finishing_soon,
+    held_at_the_door,
     in_next_round,
     marked_in_turn,
     marking_budget,
@@ -152,6 +154,7 @@ from ._windows import (
 
 __all__ = [
     "AGING_CAP_RANK",
+    "AT_THE_DOOR_RECHECK_SECONDS",
     "BACKUP_GRACE_SECONDS",
     "CLASS_COUNT",
     "EARLY_POLL_MIN_SECONDS",
@@ -224,6 +227,7 @@ __all__ = [
     "finish_table",
     "finishing_soon",
     "forecast_empty",
+    "held_at_the_door",
     "in_next_round",
     "is_open",
     "jitter",

@@ -10,6 +10,7 @@ from typing import Final
 
 __all__ = [
     "AGING_CAP_RANK",
+    "AT_THE_DOOR_RECHECK_SECONDS",
     "BACKUP_GRACE_SECONDS",
     "CLASS_COUNT",
     "EARLY_POLL_MIN_SECONDS",
@@ -77,6 +78,10 @@ SCHEDULED_WAITERS: Final = 1024
 # round that comes; longer than a marked waiter's poll period (1 s, plus jitter) and the
 # back-ups' grace.
 IDLE_SLOT_GRACE_SECONDS: Final = 2.0
+# R-HOLD-2: a client with a download id held at the door asks again at least this often;
+# a shared store answers it from the process's snapshot (read at most every half second)
+# until the snapshot names it marked while a slot is free.
+AT_THE_DOOR_RECHECK_SECONDS: Final = 0.25
 MARK_SCAN_SLACK: Final = 4096  # waiters a marking may pass over beyond four per mark
 TICKET_REUSE_SECONDS: Final = 60.0  # an active session's ticket is re-signed once a minute
 # How long the round-robin rounds' history is kept (R-SESS-9, R-TICKET-1): longer than a

@@ -33,6 +33,7 @@ __all__ = [
     "choose_victim",
     "expected_soon",
     "finishing_soon",
+    "held_at_the_door",
     "in_next_round",
     "marked_in_turn",
     "marking_budget",
@@ -227,6 +228,25 @@ def in_next_round(own_ahead: int, sessions: int) -> bool:
     the order promised it to (the opening of scenario 4's night window: p95 of the
     estimates 1.40 of the bound, 0.39 in order)."""
     return own_ahead < sessions
+
+
+def held_at_the_door(
+    position: int | None, starts_earliest: float, now: float, *, sessions: int, hold: float
+) -> bool:
+    """Whether a waiter that sent a download id is held by the server, as a request
+    without one is (R-HOLD-2, issue #28): it is in the next round (``position`` at most
+    ``sessions``) and its slot may free within the hold.
+
+    Told to come back in whole seconds (``Retry-After``), the next waiter reached a freed
+    slot half a second late on average: with nine slots turning over five times a
+    second, a fifth of the gate's slot-seconds idled while hundreds waited. Held at the
+    door, it takes the slot the moment it frees. Only the next round is held, so a
+    process keeps at most about ``sessions`` such requests open; a newcomer (no place
+    yet) is answered at once, as it always was.
+    """
+    if position is None or hold <= 0:
+        return False
+    return position <= sessions and starts_earliest - now <= hold
 
 
 def expected_soon(check_at: float, now: float) -> bool:

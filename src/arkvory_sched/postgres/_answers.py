@@ -26,6 +26,7 @@ from ..policy import (
     estimate_rate,
     estimate_start,
     exact_head,
+    held_at_the_door,
     no_show_at,
     queued_retry_after,
     stride_ahead,
@@ -120,6 +121,13 @@ class Answers:
             retry_after=queued_retry_after(delay),
             download_class=cls,
             ticket=self.session_ticket(key, row),
+            at_the_door=held_at_the_door(
+                None if is_newcomer else ahead + 1,
+                estimate.earliest,
+                now,
+                sessions=self._running.settings.sessions,
+                hold=self._running.settings.hold_seconds,
+            ),
         )
         if is_newcomer or again:  # a wait that just began: its next poll is decided
             self._early.forget(key)
