@@ -10,7 +10,8 @@ every implementation (issue #28, ADR 0034).
   the waiter asks again within :data:`~arkvory_sched.policy.UNKNOWN_RATE_CHECK_SECONDS`.
 * A waiter of the next round is asked back no later than the optimistic end of its
   interval, and a slot left free past the idle grace goes to the first eligible
-  waiter that comes.
+  waiter that comes; while its slot may free within the hold, it is held at the door
+  (R-HOLD-2).
 
 Stores may read the rate at the tick (PostgreSQL's leader): each test ticks as time
 passes, as a running server does.
@@ -171,3 +172,27 @@ async def test_a_slot_left_free_goes_to_the_first_eligible_waiter_that_comes(
     await scheduler.tick()
     await queued(scheduler, fourth)  # past the grace, but not of the next round
     await admitted(scheduler, third)
+
+
+async def test_only_the_next_round_whose_slot_may_free_within_the_hold_is_at_the_door(
+    make_scheduler: MakeScheduler, clock: FakeClock
+) -> None:
+    """R-HOLD-2: a waiter with a download id is held by the middleware while it is at
+    the door: placed in the next round, its start possibly within the hold. A newcomer
+    and a waiter a round further back are told when to come back at once."""
+    rate = 64 * MIB
+    settings = contract_settings(sessions=2, bandwidth=rate, hold_seconds=20.0)
+    scheduler = await make_scheduler(settings)
+    await admitted(scheduler, big("holder-1", "dl-h1", size=96 * MIB))  # ends in 3 s
+    await admitted(scheduler, big("holder-2", "dl-h2", size=112 * MIB))  # ends in 3.5 s
+    waiters = [big(f"waiter-{n}", f"dl-w{n}", size=2048 * MIB) for n in range(3)]
+    first = [await queued(scheduler, waiter) for waiter in waiters]
+    assert not any(answer.at_the_door for answer in first)  # newcomers
+    await scheduler.tick()
+    again = [
+        await queued(scheduler, replace(waiter, ticket=told.ticket))
+        for waiter, told in zip(waiters, first, strict=True)
+    ]
+    assert [answer.position for answer in again] == [1, 2, 3]
+    assert [answer.at_the_door for answer in again] == [True, True, False]
+    assert again[0].starts_earliest - clock.wall() <= settings.hold_seconds
