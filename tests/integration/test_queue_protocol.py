@@ -34,6 +34,10 @@ from .conftest import (
 TICKET = re.compile(r"2\.([0-9a-z]+)\.([0-9a-z]+)\.[A-Za-z0-9_-]{43}")
 STARTS_AT = re.compile(r"(\S+Z); earliest=(\S+Z); latest=(\S+Z)")
 SETTINGS_FILE = ".arkvory-settings.sqlite3"  # keeps the ticket key
+#: The protocol is read answer by answer while the slot's holder sits idle: a waiter next
+#: in line would otherwise be held at the door (R-HOLD-2) for a slot the estimate says
+#: frees soon. Holding has its own tests (unit, contract); here nothing is held.
+ANSWERED_AT_ONCE = {**ONE_SLOT, "ARKVORY_DOWNLOAD_HOLD_SECONDS": "0"}
 
 
 def _instant(text: str) -> float:
@@ -89,7 +93,7 @@ def test_a_waiting_download_is_told_where_it_stands(
 ) -> None:
     write_pattern_file(demo_root / "busy.bin", 2 * MIB)
     expected = write_pattern_file(demo_root / "wanted.bin", 3 * MIB)
-    server = start_server(env=ONE_SLOT)
+    server = start_server(env=ANSWERED_AT_ONCE)
     holder = SlotHolder(server, "busy.bin", "holder")
     holder.take()
     waiter = Client(server, "wanted.bin", "waiter-1")
@@ -154,7 +158,7 @@ def test_a_ticket_keeps_the_place_across_a_restart(
 ) -> None:
     write_pattern_file(demo_root / "busy.bin", 2 * MIB)
     write_pattern_file(demo_root / "wanted.bin", 2 * MIB)
-    server = start_server(env=ONE_SLOT)
+    server = start_server(env=ANSWERED_AT_ONCE)
     assert (demo_root / SETTINGS_FILE).is_file(), "the server made the key at start"
     key = load_or_create_ticket_key(demo_root / SETTINGS_FILE)
     SlotHolder(server, "busy.bin", "holder-before").take()
@@ -216,7 +220,7 @@ def _base36(value: int) -> str:
 
 def test_a_client_may_only_lower_its_class(start_server: StartServer, demo_root: Path) -> None:
     write_pattern_file(demo_root / "wanted.bin", 2 * MIB)
-    server = start_server(env=ONE_SLOT)
+    server = start_server(env=ANSWERED_AT_ONCE)
 
     lowered = Client(server, "wanted.bin", "lowered").get(
         {"Range": "bytes=0-1023", "Arkvory-Download-Class": "bulk"}
