@@ -465,7 +465,9 @@ async def _freeze_holder(fleet: Fleet, writer: FleetServer, zombie: FleetServer)
 
 def test_sigstop_past_the_lease_fences_the_resumed_holder(fleet: Fleet) -> None:
     fleet.write_file(NAME, SIZE)
-    env = {"ARKVORY_MAX_DOWNLOAD_SESSIONS": "1"}
+    # C's answers are how the test sees it wait: held at the door (R-HOLD-2) for a slot
+    # the frozen holder keeps, it would get none until the lease is reaped.
+    env = {"ARKVORY_MAX_DOWNLOAD_SESSIONS": "1", "ARKVORY_DOWNLOAD_HOLD_SECONDS": "0"}
     writer = fleet.start(
         "writer", gateway=False, lease_seconds=LEASE_SECONDS, env=env, bandwidth=PACE
     )
