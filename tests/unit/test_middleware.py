@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import random
 import re
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -420,6 +420,28 @@ async def finish_first(client: httpx.AsyncClient, user: str = "svc-first") -> No
     response = await fetch(client, user=user, download_id="first", byte_range=f"bytes={RANGE}-")
     assert response.status_code == 206
     assert response.content == BIG[RANGE:]
+
+
+async def held_until_the_slot_frees(
+    harness: Harness,
+    client: httpx.AsyncClient,
+    request: Callable[[], Awaitable[httpx.Response]],
+) -> httpx.Response:
+    """Send ``request``, free the first slot once the middleware holds it, and return
+    its answer, which comes during the hold, not at its end."""
+    answers: list[httpx.Response] = []
+    with anyio.fail_after(SETTLE_SECONDS):
+        async with anyio.create_task_group() as tasks:
+
+            async def held() -> None:
+                answers.append(await request())
+
+            tasks.start_soon(held)
+            await eventually(lambda: harness.middleware.held == 1)
+            await finish_first(client)
+            await harness.scheduler.tick()
+    (response,) = answers
+    return response
 
 
 # ====================================================================== raw ASGI
@@ -889,20 +911,11 @@ async def test_request_without_id_is_held_then_gets_an_honest_503(make: Build) -
 @pytest.mark.anyio
 async def test_held_request_is_admitted_when_a_slot_frees(make: Build) -> None:
     harness = make(hold_seconds=LONG_HOLD)
-    answers: list[httpx.Response] = []
     async with harness.client() as client:
         await occupy_the_slot(client)
-        with anyio.fail_after(SETTLE_SECONDS):  # admitted during the hold, not at its end
-            async with anyio.create_task_group() as tasks:
-
-                async def held() -> None:
-                    answers.append(await fetch(client, user="svc-tool"))
-
-                tasks.start_soon(held)
-                await eventually(lambda: harness.middleware.held == 1)
-                await finish_first(client)
-                await harness.scheduler.tick()
-    (response,) = answers
+        response = await held_until_the_slot_frees(
+            harness, client, partial(fetch, client, user="svc-tool")
+        )
     assert response.status_code == 200
     assert response.content == BIG
     assert harness.middleware.held == 0
@@ -918,7 +931,6 @@ async def test_a_protocol_waiter_at_the_door_takes_the_slot_the_moment_it_frees(
     within the hold, is held like a tool without one; a newcomer and a waiter further
     back are answered at once."""
     harness = make(hold_seconds=LONG_HOLD, sessions=1)
-    answers: list[httpx.Response] = []
     async with harness.client() as client:
         await occupy_the_slot(client)
         with anyio.fail_after(SETTLE_SECONDS):  # neither is held
@@ -935,24 +947,14 @@ async def test_a_protocol_waiter_at_the_door_takes_the_slot_the_moment_it_frees(
             )
         assert again.status_code == 503
         assert again.headers["arkvory-queue-position"] == "2"
-        with anyio.fail_after(SETTLE_SECONDS):  # admitted during the hold, not at its end
-            async with anyio.create_task_group() as tasks:
-
-                async def at_the_door() -> None:
-                    answers.append(
-                        await fetch(
-                            client,
-                            user="svc-second",
-                            download_id="second",
-                            headers={TICKET_HEADER: newcomer.headers[TICKET_HEADER]},
-                        )
-                    )
-
-                tasks.start_soon(at_the_door)
-                await eventually(lambda: harness.middleware.held == 1)
-                await finish_first(client)
-                await harness.scheduler.tick()
-    (response,) = answers
+        at_the_door = partial(
+            fetch,
+            client,
+            user="svc-second",
+            download_id="second",
+            headers={TICKET_HEADER: newcomer.headers[TICKET_HEADER]},
+        )
+        response = await held_until_the_slot_frees(harness, client, at_the_door)
     assert response.status_code == 200
     assert response.content == BIG
     assert harness.middleware.held == 0
