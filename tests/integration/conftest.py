@@ -95,6 +95,18 @@ def wait_ready(
         time.sleep(POLL_SECONDS)
 
 
+def stop_process(process: subprocess.Popen[Any]) -> int:
+    """SIGTERM, then SIGKILL after :data:`STOP_SECONDS`; returns the exit code."""
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(STOP_SECONDS)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(STOP_SECONDS)
+    return process.returncode
+
+
 def wait_until(predicate: Callable[[], bool], timeout: float, what: str) -> None:
     """Poll ``predicate`` until it holds; fail the test naming ``what`` after ``timeout`` s."""
     deadline = time.monotonic() + timeout
@@ -259,14 +271,7 @@ class DemoServer:
         process, self._process = self._process, None
         code: int | None = None
         if process is not None:
-            if process.poll() is None:
-                process.send_signal(signal.SIGTERM)
-                try:
-                    process.wait(STOP_SECONDS)
-                except subprocess.TimeoutExpired:
-                    process.kill()
-                    process.wait(STOP_SECONDS)
-            code = process.returncode
+            code = stop_process(process)
         if self._log is not None:
             self._log.close()
             self._log = None

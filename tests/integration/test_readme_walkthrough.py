@@ -48,6 +48,7 @@ from .conftest import (
     StreamLines,
     require_tool,
     sha256_file,
+    stop_process,
     wait_listening,
     wait_ready,
     wait_until,
@@ -131,12 +132,7 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Demo]:
         wait_ready(f"http://127.0.0.1:{port}/readyz", deadline)
         yield Demo(port, base / "artifacts", env)
     finally:
-        server.send_signal(signal.SIGTERM)
-        try:
-            server.wait(STOP_SECONDS)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait(STOP_SECONDS)
+        stop_process(server)
 
 
 @pytest.fixture
@@ -151,8 +147,13 @@ def checkout(tmp_path: Path) -> Path:
 
 def bash(script: str, demo: Demo, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
     """Run a README block in ``bash``, failing at its first failing command."""
+    return run(["bash", "-euo", "pipefail", "-c", script], demo, cwd)
+
+
+def run(argv: list[str], demo: Demo, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    """Run ``argv`` in the demo's environment, its output captured as text."""
     return subprocess.run(
-        ["bash", "-euo", "pipefail", "-c", script],
+        argv,
         cwd=cwd,
         env=demo.env,
         capture_output=True,
@@ -203,15 +204,7 @@ def test_the_sdk_example_downloads_and_reports_its_wait_in_seconds(
     demo: Demo, checkout: Path
 ) -> None:
     code = fence("from arkvory_client import Client", language="python").at_port(demo.port)
-    done = subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=checkout,
-        env=demo.env,
-        capture_output=True,
-        text=True,
-        timeout=RUN_SECONDS,
-        check=False,
-    )
+    done = run([sys.executable, "-c", code], demo, checkout)
     assert done.returncode == 0, done.stderr
     path, size, waited = done.stdout.splitlines()[-1].split()
     assert (path, int(size)) == (
