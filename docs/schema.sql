@@ -2,7 +2,7 @@
 -- `make schema` (python -m tests.schema_snapshot): do not edit. The migrations
 -- in migrations/ are the source; tests/postgres/test_schema_snapshot.py checks
 -- that this file equals a fresh migration. Migrations: 0001_queue to
--- 0017_scheduled_waiters (17). The schema is named `arkvory` here;
+-- 0018_back_at (18). The schema is named `arkvory` here;
 -- an installation may choose another (--schema).
 --
 -- PostgreSQL database dump
@@ -827,6 +827,7 @@ CREATE TABLE arkvory.download_session (
     object_id text,
     download_id text,
     start_hint bigint,
+    back_at double precision,
     CONSTRAINT download_session_base_class_check CHECK (((base_class >= 0) AND (base_class <= 3))),
     CONSTRAINT download_session_object_size_check CHECK ((object_size >= 0)),
     CONSTRAINT download_session_queue_rank_check CHECK (((queue_rank >= 0) AND (queue_rank <= 3))),

@@ -502,7 +502,7 @@ async def test_only_a_grant_waits_for_its_commit_to_reach_the_disk(
     await admit(db, b"k2", principal="b")
     waiting = admit_arguments(b"w1", principal="c")
     assert await _commit_setting_after(db, sql.ADMIT_SESSION, *waiting) == "off"
-    check = (b"w1", NOW + 5, NOW + 20, NOW + 10, NOW)
+    check = (b"w1", NOW + 5, NOW + 20, NOW + 10, NOW, NOW + 5)
     assert await _commit_setting_after(db, sql.RECORD_CHECK, *check) == "off"
     assert await db.fetchval("SELECT check_at FROM download_session WHERE session_key = 'w1'") == (
         NOW + 5

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import math
 
 from arkvory_sched.policy import (
     BACKUP_GRACE_SECONDS,
@@ -15,7 +16,9 @@ from arkvory_sched.policy import (
     choose_victim,
     finishing_soon,
     held_at_the_door,
+    keeps_its_turn,
     marking_budget,
+    next_slot_free,
     over_share_with_contenders,
     slot_free_for,
     strides_of,
@@ -166,3 +169,20 @@ def test_only_a_placed_waiter_of_the_next_round_whose_slot_may_free_within_the_h
     assert not held(1, NOW + 20.5)  # its slot frees after the hold: told when to come back
     assert not held(None, NOW)  # a newcomer: its first answer is at once (R-EST-3)
     assert not held_at_the_door(1, NOW, NOW, sessions=4, hold=0.0)  # holding is off
+
+
+def test_a_marked_waiter_keeps_its_turn_only_if_due_soon_and_before_the_next_slot_frees() -> None:
+    turn = functools.partial(keeps_its_turn, now=NOW)
+    assert turn(NOW + 0.8, NOW + 0.8, next_free=NOW + 30.0)  # sessions of minutes
+    assert turn(NOW + 0.8, NOW + 1.8, next_free=NOW + 30.0)  # told 2 s for a 1.05 s check
+    assert not turn(NOW + 0.8, NOW + 0.8, next_free=NOW + 0.3)  # the next frees first
+    assert not turn(NOW - 0.2, NOW + 0.8, next_free=NOW + 0.3)  # checkAt past, still asleep
+    assert turn(NOW - 0.2, NOW - 0.2, next_free=NOW + 0.3)  # due already: on its way
+    far = NOW + BACKUP_GRACE_SECONDS + 0.1
+    assert not turn(far, far, next_free=math.inf)
+
+
+def test_the_next_slot_frees_at_the_first_expected_end_still_ahead() -> None:
+    assert next_slot_free([NOW - 1.0, NOW + 2.0, NOW + 0.5], NOW) == NOW + 0.5
+    assert next_slot_free([NOW - 1.0], NOW) == math.inf  # a past end: a slot that freed
+    assert next_slot_free([], NOW) == math.inf

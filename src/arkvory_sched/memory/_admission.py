@@ -132,7 +132,7 @@ class Admission:
         # WAITING: the client came back. Unless marked while a slot is free, well
         # before its checkAt it is told the same again, as the shared store must
         # without a statement (ADR 0029).
-        if slots.may_take_marked_slot(session, now):
+        if slots.may_take_marked_slot(session, now, answers.next_slot_free):
             table.activate(session, now)
             return self._admit_range(session, byte_range, now)
         marked = session.mark == table.mark_epoch

@@ -35,6 +35,7 @@ from ..policy import (
     estimate_start,
     finish_table,
     held_at_the_door,
+    next_slot_free,
     no_show_at,
     queue_schedule,
     queued_retry_after,
@@ -110,6 +111,20 @@ class Answers:
         # which reads the second in progress (only until a busy second counts).
         seconds = self._rate.complete_seconds(now)[1]
         return estimate_rate(0.0, 0.0, None, max(peak_of_means(seconds), self._rate.run_rate(now)))
+
+    def next_slot_free(self, now: float) -> float:
+        """When the next running session is expected to end, at its share of the rate now
+        (whether a marked waiter not yet here keeps its turn, issue #28). Computed from
+        the sessions as they are, not the finish table: that is up to a second old, and
+        would name the session that just freed its slot."""
+        active = self._table.active
+        if not active:
+            return math.inf
+        per_session = self.current_rate().bytes_per_second / len(active)
+        return next_slot_free(
+            (now + session.remaining_bytes() / per_session for session in active.values()),
+            now,
+        )
 
     def refresh_finish_table(self, now: float) -> None:
         """When each slot frees, from the remaining bytes of active sessions (R-EST-1)."""
@@ -195,6 +210,7 @@ class Answers:
             session.first_estimate = start
             session.first_estimate_at = now
         session.check_at = now + delay
+        session.back_at = now + queued_retry_after(delay)
         session.no_show_at = no_show_at(session.check_at, delay)
         table.deadlines.schedule(session, session.no_show_at)
         answer = Queued(

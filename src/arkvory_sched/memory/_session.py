@@ -63,6 +63,7 @@ class Session:
         "aging_since",
         "arrival",
         "arrival_wall_ms",
+        "back_at",
         "base_class",
         "blocked_by",
         "bytes_in_flight",
@@ -128,6 +129,9 @@ class Session:
         self.aging_since = arrival
         self.waiting_since = arrival
         self.check_at = arrival
+        # When its last answer's Retry-After brings it back: whole seconds, so up to a
+        # second after check_at (whether it keeps its turn, policy.keeps_its_turn).
+        self.back_at = arrival
         self.no_show_at = arrival
         self.expiry_bucket: int | None = None
         self.mark = -1

@@ -8,12 +8,14 @@ again only when a class opens or closes.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from .._clock import Clock
 from ..policy import (
     ClassGate,
     current_gate,
-    expected_soon,
     in_next_round,
+    keeps_its_turn,
     marked_in_turn,
     over_share_with_contenders,
     overdue_slot_may_be_taken,
@@ -84,10 +86,13 @@ class Slots:
         session.blocked_by = None
         return False
 
-    def may_take_marked_slot(self, session: Session, now: float) -> bool:
+    def may_take_marked_slot(
+        self, session: Session, now: float, next_free: Callable[[float], float]
+    ) -> bool:
         """A waiter that comes takes a free slot when it was marked for one (a back-up
         after its grace), or when the slot has been left free past the idle grace
-        while nobody marked came (issue #28)."""
+        while nobody marked came (issue #28). ``next_free(now)`` is when the next slot
+        is expected to free, asked only of a marked waiter while a slot is free."""
         if self.blocked(session):
             return False
         table = self._table
@@ -96,11 +101,13 @@ class Slots:
             table.queue.own_ahead(session), self.settings.sessions
         ):
             return self.slot_free_for(session)
-        if session.mark != table.mark_epoch:
+        free = self.settings.sessions - len(table.active)
+        if session.mark != table.mark_epoch or free <= 0:
             return False
+        soonest = next_free(now)
         if not marked_in_turn(
-            earlier_waiting=self._marked_before(session, now),
-            free=self.settings.sessions - len(table.active),
+            earlier_waiting=self._marked_before(session, now, soonest),
+            free=free,
             backup=session.mark_backup,
             now=now,
             last_release=last_release,
@@ -108,20 +115,18 @@ class Slots:
             return False
         return self.slot_free_for(session)
 
-    def _marked_before(self, session: Session, now: float) -> int:
+    def _marked_before(self, session: Session, now: float, next_free: float) -> int:
         """Waiters the last tick marked before ``session`` that still wait for a slot
-        and are expected soon (0 for one marked otherwise: the head a yield was made
-        for)."""
+        and keep their turn (:func:`~arkvory_sched.policy.keeps_its_turn`; 0 for one
+        marked otherwise: the head a yield was made for)."""
         table = self._table
         epoch, earlier = table.mark_epoch, 0
         for marked in table.mark_order:
             if marked is session:
                 return earlier
-            earlier += (
-                marked.state is WAITING
-                and marked.mark == epoch
-                and expected_soon(marked.check_at, now)
-            )
+            if marked.state is not WAITING or marked.mark != epoch:
+                continue
+            earlier += keeps_its_turn(marked.check_at, marked.back_at, now, next_free)
         return 0
 
     def newcomer_starts_now(self, session: Session) -> bool:

@@ -148,7 +148,7 @@ class SessionTable:
         session.state = WAITING
         session.queue_rank = session.base_class.rank
         session.waiting_since = now
-        session.check_at = now + NEWCOMER_CHECK_SECONDS
+        session.check_at = session.back_at = now + NEWCOMER_CHECK_SECONDS
         session.no_show_at = no_show_at(session.check_at, NEWCOMER_CHECK_SECONDS)
         self.queue.add(session)
         self.waiting_by_class[session.base_class.rank] += 1

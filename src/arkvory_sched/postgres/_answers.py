@@ -111,7 +111,8 @@ class Answers:
         check_at = now + delay
         no_show = no_show_at(check_at, delay)
         if not is_newcomer:  # a newcomer's row already says exactly this
-            await conn.execute(sql.RECORD_CHECK, key, check_at, no_show, start, now)
+            back_at = now + queued_retry_after(delay)
+            await conn.execute(sql.RECORD_CHECK, key, check_at, no_show, start, now, back_at)
         answer = Queued(
             position=None if is_newcomer else ahead + 1,
             starts_at=start + wall_offset,

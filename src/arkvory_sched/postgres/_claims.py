@@ -113,8 +113,14 @@ class Claims:
             snapshot = await self._snapshots.read(conn, fresh=True)
             order = snapshot.marked_order
             earlier = list(order[: order.index(key)]) if key in order else []
+            # Each keeps its turn only if due back before the next slot frees
+            # (policy.keeps_its_turn), which the statement reads off the slots.
+            rate = snapshot.rate(self._running.settings.bandwidth).bytes_per_second
+            per_session = rate / max(1, snapshot.active)
             waiting_before = (
-                await conn.fetchval(sql.MARKED_EXPECTED, earlier, now, BACKUP_GRACE_SECONDS)
+                await conn.fetchval(
+                    sql.MARKED_EXPECTED, earlier, now, BACKUP_GRACE_SECONDS, per_session
+                )
                 if earlier
                 else 0
             )

@@ -90,9 +90,20 @@ SELECT coalesce((SELECT n FROM held WHERE held.principal = $1), 0) AS principal_
 SELECT blocked_by IS NOT NULL FROM download_session WHERE session_key = $1
 
 -- name: marked_expected
--- Issue #28, as in memory (policy.marked_in_turn, expected_soon): of the waiters the tick
--- marked before this one ($1), those still waiting and due within one poll period
--- ($3 seconds) either side of now ($2).
-SELECT count(*) FROM download_session
-WHERE session_key = ANY($1::bytea[]) AND state = 0 AND marked
-  AND check_at BETWEEN $2::float8 - $3::float8 AND $2::float8 + $3::float8
+-- Issue #28, as in memory (policy.marked_in_turn, keeps_its_turn): of the waiters the
+-- tick marked before this one ($1), those still waiting, due within one poll period
+-- ($3 seconds) either side of now ($2), and back (when their last Retry-After brings
+-- them, back_at, or check_at when that was set since) before the next slot is expected
+-- to free: the fewest bytes any running download still has to send, at $4 bytes per
+-- second (a running session's share of the rate). Read from the slots as they are,
+-- not the tick's finish table: that still names a session that ended since.
+WITH soonest AS (
+    SELECT min(greatest(0, d.object_size - coalesce(d.start_offset, d.start_hint, 0)
+                           - {covered_bytes} - {in_flight_bytes})) AS bytes
+    FROM download_slot AS s JOIN download_session AS d ON d.session_key = s.session_key
+)
+SELECT count(*) FROM download_session AS w, soonest
+WHERE w.session_key = ANY($1::bytea[]) AND w.state = 0 AND w.marked
+  AND w.check_at BETWEEN $2::float8 - $3::float8 AND $2::float8 + $3::float8
+  AND (soonest.bytes IS NULL
+       OR greatest(w.check_at, w.back_at) < $2::float8 + soonest.bytes / $4::float8)

@@ -59,10 +59,11 @@ WHERE d.session_key = $1 AND d.state = 0
 -- A poll's record of when to come back. Like a waiting newcomer's row (migration 0003),
 -- its commit does not wait for the flush: lost with a crash of the server, the waiter's
 -- older deadline stands, and a client judged a no-show by it comes back at its next
--- poll in its place (the queue ticket keeps the arrival).
+-- poll in its place (the queue ticket keeps the arrival). $6 is when its Retry-After
+-- brings it back (migration 0018).
 WITH unflushed AS (SELECT set_config('synchronous_commit', 'off', true))
 UPDATE download_session
-SET check_at = $2, no_show_at = $3, first_estimate = coalesce(first_estimate, $4),
+SET check_at = $2, no_show_at = $3, back_at = $6, first_estimate = coalesce(first_estimate, $4),
     first_estimate_at = CASE WHEN first_estimate IS NULL THEN $5 ELSE first_estimate_at END
 WHERE session_key = $1 AND state = 0 AND EXISTS (SELECT 1 FROM unflushed)
 

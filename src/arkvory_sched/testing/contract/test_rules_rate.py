@@ -11,7 +11,8 @@ every implementation (issue #28, ADR 0034).
 * A waiter of the next round is asked back no later than the optimistic end of its
   interval, and a slot left free past the idle grace goes to the first eligible
   waiter that comes; while its slot may free within the hold, it is held at the door
-  (R-HOLD-2).
+  (R-HOLD-2). A free slot is kept for a marked waiter not yet back only while it is
+  due before the next slot frees.
 
 Stores may read the rate at the tick (PostgreSQL's leader): each test ticks as time
 passes, as a running server does.
@@ -196,3 +197,42 @@ async def test_only_the_next_round_whose_slot_may_free_within_the_hold_is_at_the
     assert [answer.position for answer in again] == [1, 2, 3]
     assert [answer.at_the_door for answer in again] == [True, True, False]
     assert again[0].starts_earliest - clock.wall() <= settings.hold_seconds
+
+
+@pytest.mark.parametrize("next_ends_in", [0.5, 3.0], ids=["before-it-is-due", "after"])
+async def test_a_marked_waiter_keeps_a_free_slot_only_if_due_before_the_next_one_frees(
+    make_scheduler: MakeScheduler, clock: FakeClock, next_ends_in: float
+) -> None:
+    """Three slots, two finishing soon; the tick marks the first two waiters for them,
+    and each is asked back in a second. The first slot frees and the second marked
+    waiter comes at once, the first one not yet. When the next slot frees in half a
+    second, before the first is due, the second takes this one: the first finds the
+    next one there when it comes, and no slot waits empty for it. When the next one
+    frees after the first is due, the free slot stays the first's, as the order
+    promised."""
+    rate = 192 * MIB  # three holders: 64 MiB/s each; two: 96 MiB/s each
+    scheduler = await make_scheduler(contract_settings(sessions=3, max_downloads=3, bandwidth=rate))
+    holders = [
+        await admitted(scheduler, big("holder-0", "dl-h0", size=32 * MIB)),
+        await admitted(scheduler, big("holder-1", "dl-h1", size=round(next_ends_in * 96 * MIB))),
+        await admitted(scheduler, big("holder-2", "dl-h2", size=64 * 1024 * MIB)),
+    ]
+    waiters = [big(f"waiter-{n}", f"dl-w{n}", size=400 * MIB) for n in range(2)]
+    first = [await queued(scheduler, waiter) for waiter in waiters]
+    await scheduler.tick()  # marks both
+    clock.advance(0.1)
+    told = [
+        await queued(scheduler, replace(waiter, ticket=answer.ticket))
+        for waiter, answer in zip(waiters, first, strict=True)
+    ]
+    assert [answer.position for answer in told] == [1, 2]
+    due = [answer.check_at - clock.wall() for answer in told]
+    assert all(0.9 <= seconds <= 1.1 for seconds in due), due
+    clock.advance(0.1)
+    await scheduler.report(holders[0].grant, Delivered(None))  # a slot frees now
+    second = replace(waiters[1], ticket=told[1].ticket)
+    if next_ends_in < due[0]:
+        await admitted(scheduler, second)
+    else:
+        await queued(scheduler, second)
+        await admitted(scheduler, replace(waiters[0], ticket=told[0].ticket))
