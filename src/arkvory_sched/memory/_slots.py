@@ -92,7 +92,8 @@ class Slots:
         """A waiter that comes takes a free slot when it was marked for one (a back-up
         after its grace), or when the slot has been left free past the idle grace
         while nobody marked came (issue #28). ``next_free(now)`` is when the next slot
-        is expected to free, asked only of a marked waiter while a slot is free."""
+        is expected to free, asked only when a waiter marked before this one still
+        waits."""
         if self.blocked(session):
             return False
         table = self._table
@@ -104,9 +105,8 @@ class Slots:
         free = self.settings.sessions - len(table.active)
         if session.mark != table.mark_epoch or free <= 0:
             return False
-        soonest = next_free(now)
         if not marked_in_turn(
-            earlier_waiting=self._marked_before(session, now, soonest),
+            earlier_waiting=self._marked_before(session, now, next_free),
             free=free,
             backup=session.mark_backup,
             now=now,
@@ -115,18 +115,24 @@ class Slots:
             return False
         return self.slot_free_for(session)
 
-    def _marked_before(self, session: Session, now: float, next_free: float) -> int:
+    def _marked_before(
+        self, session: Session, now: float, next_free: Callable[[float], float]
+    ) -> int:
         """Waiters the last tick marked before ``session`` that still wait for a slot
         and keep their turn (:func:`~arkvory_sched.policy.keeps_its_turn`; 0 for one
-        marked otherwise: the head a yield was made for)."""
+        marked otherwise: the head a yield was made for). ``next_free`` is asked once,
+        and only if such a waiter is found: the first marked waiter never asks it."""
         table = self._table
         epoch, earlier = table.mark_epoch, 0
+        soonest: float | None = None
         for marked in table.mark_order:
             if marked is session:
                 return earlier
             if marked.state is not WAITING or marked.mark != epoch:
                 continue
-            earlier += keeps_its_turn(marked.check_at, marked.back_at, now, next_free)
+            if soonest is None:
+                soonest = next_free(now)
+            earlier += keeps_its_turn(marked.check_at, marked.back_at, now, soonest)
         return 0
 
     def newcomer_starts_now(self, session: Session) -> bool:
