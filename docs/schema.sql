@@ -2,7 +2,7 @@
 -- `make schema` (python -m tests.schema_snapshot): do not edit. The migrations
 -- in migrations/ are the source; tests/postgres/test_schema_snapshot.py checks
 -- that this file equals a fresh migration. Migrations: 0001_queue to
--- 0018_back_at (18). The schema is named `arkvory` here;
+-- 0019_slot_free_signal (19). The schema is named `arkvory` here;
 -- an installation may choose another (--schema).
 --
 -- PostgreSQL database dump
@@ -617,6 +617,19 @@ BEGIN
         SET order_key = next_round_tag(w.queue_rank, w.principal, w.arrival)
         WHERE d.session_key = w.session_key;
     END LOOP;
+END
+$$;
+
+--
+-- Name: signal_slot_free(); Type: FUNCTION; Schema: arkvory; Owner: -
+--
+
+CREATE FUNCTION arkvory.signal_slot_free() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    PERFORM pg_notify('arkvory_slot_free', TG_TABLE_SCHEMA);
+    RETURN NULL;
 END
 $$;
 
@@ -1335,6 +1348,12 @@ CREATE TRIGGER session_enters_or_leaves AFTER INSERT OR DELETE ON arkvory.downlo
 --
 
 CREATE TRIGGER session_moves AFTER UPDATE OF state, base_class, queue_rank, order_key, arrival, seq, object_size ON arkvory.download_session FOR EACH ROW WHEN (((old.state IS DISTINCT FROM new.state) OR (old.base_class IS DISTINCT FROM new.base_class) OR (old.queue_rank IS DISTINCT FROM new.queue_rank) OR (old.order_key IS DISTINCT FROM new.order_key) OR (old.arrival IS DISTINCT FROM new.arrival) OR (old.seq IS DISTINCT FROM new.seq) OR (old.object_size IS DISTINCT FROM new.object_size))) EXECUTE FUNCTION arkvory.note_queue_change();
+
+--
+-- Name: download_slot slot_freed; Type: TRIGGER; Schema: arkvory; Owner: -
+--
+
+CREATE TRIGGER slot_freed AFTER UPDATE OF session_key ON arkvory.download_slot FOR EACH ROW WHEN (((old.session_key IS NOT NULL) AND (new.session_key IS NULL))) EXECUTE FUNCTION arkvory.signal_slot_free();
 
 --
 -- Name: download_slot slot_range_shares; Type: TRIGGER; Schema: arkvory; Owner: -

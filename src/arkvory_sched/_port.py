@@ -114,6 +114,15 @@ class DownloadScheduler(abc.ABC):
         the middleware to hold third-party requests (R-HOLD-1) without a tight loop.
         """
 
+    async def wait_at_the_door(self, timeout: float) -> None:
+        """:meth:`wait_for_change` for a request whose answer said it is at the door
+        (R-HOLD-2): it may take the next freed slot, so it should wake as soon as one
+        frees anywhere. A shared store that sees other processes' changes only at a
+        periodic re-check overrides this to be woken by them for these few requests
+        (ADR 0037); a store of one process has nothing to add.
+        """
+        await self.wait_for_change(timeout)
+
     @abc.abstractmethod
     async def tick(self) -> TickReport:
         """Run one scheduler tick: expire no-shows, idle and paused sessions, apply aging

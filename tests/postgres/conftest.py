@@ -66,11 +66,11 @@ async def connect(database_url: str, schema: str) -> AsyncIterator[Connect]:
 
     async def make(**options: object) -> PostgresScheduler:
         options.setdefault("settings", FLEET_SETTINGS)
+        options.setdefault("pool_size", 4)
         scheduler = await PostgresScheduler.connect(
             database_url,
             schema=schema,
             migrate=False,
-            pool_size=4,
             **options,  # type: ignore[arg-type]
         )
         made.append(scheduler)

@@ -62,6 +62,7 @@ from arkvory_sched.asgi._asgi import ASGIApp, Message
 from arkvory_sched.asgi._middleware import DownloadSchedulerMiddleware
 from arkvory_sched.asgi._ranges import Satisfiable, Unsatisfiable, content_range, parse_range
 from arkvory_sched.memory._core import SchedulerCore
+from arkvory_sched.policy import AT_THE_DOOR_RECHECK_SECONDS
 from arkvory_sched.testing import FakeClock
 
 from ._helpers import SteppingClock
@@ -251,6 +252,7 @@ class RecordingScheduler(InMemoryDownloadScheduler):
         self.progressed: list[int] = []
         self.ticks = 0
         self.waits: list[float] = []
+        self.door_waits: list[float] = []  # wait_at_the_door's (not in waits)
         self.held_at_waits: list[int] = []
         self.middleware: DownloadSchedulerMiddleware | None = None
 
@@ -258,6 +260,10 @@ class RecordingScheduler(InMemoryDownloadScheduler):
         self.waits.append(timeout)
         if self.middleware is not None:
             self.held_at_waits.append(self.middleware.held)
+        await super().wait_for_change(timeout)
+
+    async def wait_at_the_door(self, timeout: float) -> None:
+        self.door_waits.append(timeout)
         await super().wait_for_change(timeout)
 
     async def progress(self, grant: Grant, nbytes: int) -> None:
@@ -958,6 +964,39 @@ async def test_a_protocol_waiter_at_the_door_takes_the_slot_the_moment_it_frees(
     assert response.status_code == 200
     assert response.content == BIG
     assert harness.middleware.held == 0
+
+
+@pytest.mark.anyio
+async def test_a_tool_at_the_door_waits_there_and_one_behind_it_waits_for_any_change(
+    make: Build,
+) -> None:
+    """A request without an id that is next in line waits as a protocol client at the
+    door does: woken by a slot freed in any process of a shared store, and asking again
+    at least every AT_THE_DOOR_RECHECK_SECONDS (ADR 0037); the tool behind it waits for
+    any change, up to its Retry-After."""
+    harness = make(hold_seconds=LONG_HOLD, sessions=1)
+    answers: dict[str, httpx.Response] = {}
+    async with harness.client() as client:
+        await occupy_the_slot(client)
+        with anyio.fail_after(SETTLE_SECONDS):
+            async with anyio.create_task_group() as tasks:
+
+                async def held(user: str) -> None:
+                    answers[user] = await fetch(client, user=user)
+
+                tasks.start_soon(held, "svc-next")
+                await eventually(lambda: bool(harness.scheduler.door_waits))
+                tasks.start_soon(held, "svc-behind")
+                await eventually(lambda: harness.middleware.held == 2)
+                await eventually(lambda: bool(harness.scheduler.waits))
+                assert max(harness.scheduler.door_waits) <= AT_THE_DOOR_RECHECK_SECONDS
+                assert min(harness.scheduler.waits) > AT_THE_DOOR_RECHECK_SECONDS
+                await harness.scheduler.tick()  # marks the next in line
+                await finish_first(client)
+                await eventually(lambda: "svc-next" in answers)
+                tasks.cancel_scope.cancel()
+    assert answers["svc-next"].status_code == 200
+    assert answers["svc-next"].content == BIG
 
 
 @pytest.mark.anyio

@@ -235,9 +235,11 @@ class DownloadSchedulerMiddleware:
         that sends a download id is held only while it is at the door (R-HOLD-2: next
         round, its slot may free within the hold), so it takes a freed slot at once
         instead of up to a whole ``Retry-After`` second later. Each pass asks the
-        scheduler again, which re-checks strategy and threshold (R-STRAT-4); a client
-        with an id asks at least every :data:`AT_THE_DOOR_RECHECK_SECONDS`, which a
-        shared store answers from the process's snapshot (ADR 0029) until it is marked.
+        scheduler again, which re-checks strategy and threshold (R-STRAT-4); a request
+        at the door, with an id or without, asks at least every
+        :data:`AT_THE_DOOR_RECHECK_SECONDS` (a shared store answers it from the
+        process's snapshot, ADR 0029, until it is marked) and is woken by a slot freed
+        in any process of a shared store (ADR 0037).
         """
         settings = self._scheduler.settings
         if self._held >= settings.transfer_queue_limit or settings.hold_seconds <= 0:
@@ -252,9 +254,11 @@ class DownloadSchedulerMiddleware:
                 if remaining <= 0:
                     break
                 wait = min(remaining, float(current.retry_after))
-                if not always:
+                if current.at_the_door:
                     wait = min(wait, AT_THE_DOOR_RECHECK_SECONDS)
-                await self._scheduler.wait_for_change(wait)
+                    await self._scheduler.wait_at_the_door(wait)
+                else:
+                    await self._scheduler.wait_for_change(wait)
                 current = await self._scheduler.admit(request)
             return current
         finally:

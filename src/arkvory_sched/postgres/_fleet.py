@@ -27,6 +27,7 @@ from ._leases import LeaseCache
 from ._meters import Meters
 from ._migrate import apply_migrations
 from ._running import Running
+from ._slot_signal import SlotSignal
 from ._ticket_key import TicketKeyring
 
 __all__ = ["HEARTBEAT_SECONDS", "Fleet"]
@@ -48,6 +49,7 @@ class Fleet:
         delivery: Delivery,
         meters: Meters,
         keyring: TicketKeyring,
+        signal: SlotSignal,
         clock: Clock,
         db_clock: DatabaseClock | None,
         *,
@@ -62,6 +64,7 @@ class Fleet:
         self._delivery = delivery
         self._meters = meters
         self._keyring = keyring
+        self._signal = signal
         self._clock = clock
         self._db_clock = db_clock
         self._node = node
@@ -85,6 +88,8 @@ class Fleet:
             await self._prepare()
         except StoreUnavailableError as error:
             self._connections.trouble(error)
+        if self.prepared:  # after open_all, which holds every connection at once
+            await self._signal.keep_listening(self._connections.require_pool())
 
     async def _prepare(self) -> None:
         if not self.migrated:
@@ -111,6 +116,7 @@ class Fleet:
         try:
             if not self.prepared:
                 await self._prepare()
+            await self._signal.keep_listening(self._connections.require_pool())
             await self._reread_key_due()
             async with self._connections.acquire() as conn:
                 await self._fleet_duties(conn)

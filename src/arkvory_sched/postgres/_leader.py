@@ -367,6 +367,10 @@ class QueueLeader:
         if marks:
             marked.extend(row["session_key"] for row, _ in marks)
             await conn.execute(sql.SET_MARKS, marked, [backup for _, backup in marks])
+            if len(active_rows) < settings.sessions:
+                # Marked for a slot free now: the other processes' held waiters look
+                # at once (ADR 0037), not at their next re-check.
+                last_writes.append((tick_sql.SIGNAL_SLOT_FREE, ()))
         return len(marks)
 
     async def _maybe_preempt(

@@ -1,9 +1,11 @@
 """What a ``PostgresScheduler`` process runs under now, read by each of its parts.
 
 The settings in force (an operator's change replaces them, ADR 0022), the windows'
-verdict under them (R-WIN-2), whether the process closed, and the signal that wakes
-the requests held for a change. Every part is handed this one value instead of a copy
-of the settings, so a change reaches all of them at once.
+verdict under them (R-WIN-2), whether the process closed, and the signals that wake
+the requests held for a change: every held request on a change made here, and the
+requests held at the door also on a slot another process freed (ADR 0037). Every part
+is handed this one value instead of a copy of the settings, so a change reaches all of
+them at once.
 """
 
 from __future__ import annotations
@@ -15,13 +17,18 @@ from ..policy import ClassGate, current_gate
 from ..settings import SchedulerSettings
 from ._estimates import QueueSnapshots
 
-__all__ = ["Running"]
+__all__ = ["OTHER_PROCESSES_RECHECK_SECONDS", "Running"]
+
+# A held request looks at the shared queue at least this often: what other processes
+# changed is signalled only to the requests at the door, and only while the process
+# listens (ADR 0037).
+OTHER_PROCESSES_RECHECK_SECONDS = 1.0
 
 
 class Running:
     """The process's settings in force, its windows' verdict, closing and change signal."""
 
-    __slots__ = ("_changed", "_clock", "_gate", "_snapshots", "closed", "settings")
+    __slots__ = ("_changed", "_clock", "_gate", "_slot_free", "_snapshots", "closed", "settings")
 
     def __init__(
         self, settings: SchedulerSettings, clock: Clock, snapshots: QueueSnapshots
@@ -31,6 +38,7 @@ class Running:
         self._clock = clock
         self._snapshots = snapshots
         self._changed = anyio.Event()
+        self._slot_free = anyio.Event()  # set with _changed, and by another process's release
         # The windows' verdict (R-WIN-2), kept until a class opens or closes.
         self._gate: ClassGate | None = None
 
@@ -48,15 +56,26 @@ class Running:
         changed = self._changed
         self._changed = anyio.Event()
         changed.set()
+        self.slot_freed_elsewhere()
+
+    def slot_freed_elsewhere(self) -> None:
+        """Wake the requests held at the door: a slot may be free for them to take
+        (another process freed one, or the leader marked waiters for one, ADR 0037).
+        The other held requests wait on: a third-party tool further back would only
+        read the queue to be told to wait again."""
+        free = self._slot_free
+        self._slot_free = anyio.Event()
+        free.set()
 
     def invalidate(self) -> None:
         """The queue changed here: answers read it anew, held requests look again."""
         self._snapshots.drop()
         self.notify()
 
-    async def wait_for_change(self, timeout: float) -> None:
-        # Changes made by other processes are not signalled here: wake at least every
-        # second so a held request re-checks the shared queue.
-        changed = self._changed
-        with anyio.move_on_after(max(0.0, min(timeout, 1.0))):
-            await changed.wait()
+    async def wait_for_change(self, timeout: float, *, at_the_door: bool = False) -> None:
+        # Other processes' changes reach only the requests at the door (ADR 0037), and
+        # only while the signal's connection is up: wake at least every second so a
+        # held request re-checks the shared queue.
+        event = self._slot_free if at_the_door else self._changed
+        with anyio.move_on_after(max(0.0, min(timeout, OTHER_PROCESSES_RECHECK_SECONDS))):
+            await event.wait()

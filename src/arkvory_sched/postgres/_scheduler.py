@@ -67,6 +67,7 @@ from ._ranges import RangeAdmission
 from ._running import Running
 from ._session_admission import SessionAdmission
 from ._settings_store import PostgresSettingsStore
+from ._slot_signal import SlotSignal
 from ._stats import Statistics
 from ._ticket_key import TicketKeyring
 
@@ -186,6 +187,7 @@ class PostgresScheduler(DownloadScheduler):
         self._delivery = delivery = Delivery(
             running, connections, leases, grants, requests, snapshots, meters, clock, node=node
         )
+        self._signal = SlotSignal(running, schema=schema)
         self._fleet = Fleet(
             running,
             connections,
@@ -194,6 +196,7 @@ class PostgresScheduler(DownloadScheduler):
             delivery,
             meters,
             keyring,
+            self._signal,
             clock,
             db_clock,
             node=node,
@@ -287,6 +290,9 @@ class PostgresScheduler(DownloadScheduler):
     def wait_for_change(self, timeout: float) -> Coroutine[Any, Any, None]:
         return self._running.wait_for_change(timeout)
 
+    def wait_at_the_door(self, timeout: float) -> Coroutine[Any, Any, None]:
+        return self._running.wait_for_change(timeout, at_the_door=True)
+
     # ------------------------------------------------------------------ lifecycle
     async def start(self) -> None:
         """Connect, migrate (writers), read the key, join the fleet.
@@ -336,6 +342,7 @@ class PostgresScheduler(DownloadScheduler):
                 await conn.execute(sql.RESIGN_LEADERSHIP, self._node)
                 await conn.execute(sql.LEAVE_FLEET, self._node)
         self._leader.step_down()
+        await self._signal.close()
         await self._connections.close()
 
     # ------------------------------------------------------------------ reading

@@ -246,6 +246,12 @@ UPDATE download_session AS d SET marked = true, mark_backup = m.backup
 FROM unnest($1::bytea[], $2::bool[]) AS m(session_key, backup)
 WHERE d.session_key = m.session_key AND d.state = 0
 
+-- name: signal_slot_free
+-- A slot is free and the tick marked waiters for it: wake the requests the other
+-- processes hold at the door now, not at their next re-check (migration 0019's
+-- channel; delivered when the tick commits, its marks with it).
+SELECT pg_notify('arkvory_slot_free', current_schema())
+
 -- fragment: covered_bytes
 -- The bytes of a download its delivered ranges cover, counted from its start offset;
 -- `d` is the download_session row (the estimates, the queue state, a person's page).
