@@ -7,7 +7,7 @@ within the test's bound ended because it was signalled, whatever the machine's s
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 
 import anyio
 import asyncpg
@@ -47,6 +47,25 @@ async def finish(scheduler: PostgresScheduler, held: Admitted) -> None:
     await scheduler.report(held.grant, Delivered(ByteRange(0, SIZE, RangeKind.FULL)))
 
 
+async def woken_at_the_door(
+    scheduler: PostgresScheduler, signal: Callable[[], Awaitable[object]]
+) -> None:
+    """A request at the door of ``scheduler`` is woken by what ``signal`` does, well
+    before its periodic re-check (pushed out to :data:`NEVER`)."""
+    woken = anyio.Event()
+
+    async def wait_at_the_door() -> None:
+        await scheduler.wait_at_the_door(NEVER)
+        woken.set()
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(wait_at_the_door)
+        await anyio.wait_all_tasks_blocked()  # waiting before the signal
+        await signal()
+        with anyio.fail_after(SIGNALLED):
+            await woken.wait()
+
+
 async def test_a_slot_freed_by_one_process_wakes_a_request_held_at_the_door_by_another(
     connect: Connect,
 ) -> None:
@@ -83,21 +102,14 @@ async def test_another_schema_freeing_a_slot_wakes_nobody(
     connect: Connect, db: asyncpg.Connection
 ) -> None:
     scheduler = await connect(node_id="node-a", pool_size=POOL)
-    woken = anyio.Event()
 
-    async def wait_at_the_door() -> None:
-        await scheduler.wait_at_the_door(NEVER)
-        woken.set()
-
-    async with anyio.create_task_group() as group:
-        group.start_soon(wait_at_the_door)
-        await anyio.wait_all_tasks_blocked()
+    async def other_then_own() -> None:
         await db.execute("SELECT pg_notify($1, 'some_other_schema')", SLOT_FREE_CHANNEL)
         # This schema's own notification, sent after the other one, is heard in order:
         # once it woke the wait, the other one had been heard and ignored.
         await db.execute("SELECT pg_notify($1, current_schema())", SLOT_FREE_CHANNEL)
-        with anyio.fail_after(SIGNALLED):
-            await woken.wait()
+
+    await woken_at_the_door(scheduler, other_then_own)
     heard: list[str] = []
     await db.add_listener(SLOT_FREE_CHANNEL, lambda *args: heard.append(args[3]))
     await db.execute("SELECT pg_notify($1, 'some_other_schema')", SLOT_FREE_CHANNEL)
@@ -193,15 +205,4 @@ async def test_a_lost_listening_connection_is_taken_again_on_a_later_tick(
             await anyio.sleep(0.01)
     await second.tick()  # the pool took the lost one back; a new one listens
     assert second._signal.listening
-    woken = anyio.Event()
-
-    async def wait_at_the_door() -> None:
-        await second.wait_at_the_door(NEVER)
-        woken.set()
-
-    async with anyio.create_task_group() as group:
-        group.start_soon(wait_at_the_door)
-        await anyio.wait_all_tasks_blocked()
-        await finish(first, held[0])
-        with anyio.fail_after(SIGNALLED):
-            await woken.wait()
+    await woken_at_the_door(second, lambda: finish(first, held[0]))

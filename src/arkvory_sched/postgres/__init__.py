@@ -15,7 +15,8 @@ and the port's calls go straight to the part whose job they are::
     │       └── Answers (_answers)          the Queued answer: place, estimate, ticket
     ├── Delivery (_delivery)                report/progress, records, late records
     ├── Fleet (_fleet)                      start-up, the tick, heartbeat, renewals
-    │   └── QueueLeader (_leader)           the leader's queue work (one process)
+    │   ├── QueueLeader (_leader)           the leader's queue work (one process)
+    │   └── SlotSignal (_slot_signal)       hears slots freed elsewhere (ADR 0037)
     ├── Configuration (_configuration)      configure(), the settings store on the pool
     ├── Statistics (_stats)                 stats()
     ├── QueueStateReader (_queue_state)     queue_state() for the operator
@@ -24,7 +25,8 @@ and the port's calls go straight to the part whose job they are::
 What several parts share is handed to each of them as a value of its own job:
 
 * ``Running`` (_running): the settings in force, the windows' verdict, closing, and
-  the change signal that wakes held requests.
+  the change signals that wake held requests (the ones at the door also when another
+  process frees a slot).
 * ``Connections`` (_boundary): the pool and the connections kept aside for every
   download's statements, and when the database last failed this process.
 * ``LeaseCache`` (_leases): the leases this process trusts; with it, the
