@@ -210,7 +210,8 @@ class Answers:
             session.first_estimate = start
             session.first_estimate_at = now
         session.check_at = now + delay
-        session.back_at = now + queued_retry_after(delay)
+        retry_after = queued_retry_after(delay)
+        session.back_at = now + retry_after
         session.no_show_at = no_show_at(session.check_at, delay)
         table.deadlines.schedule(session, session.no_show_at)
         answer = Queued(
@@ -219,7 +220,7 @@ class Answers:
             starts_earliest=estimate.earliest + wall_offset,
             starts_latest=estimate.latest + wall_offset,
             check_at=session.check_at + wall_offset,
-            retry_after=queued_retry_after(delay),
+            retry_after=retry_after,
             download_class=session.base_class,
             ticket=self.issue_ticket(session),
             at_the_door=held_at_the_door(

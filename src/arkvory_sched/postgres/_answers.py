@@ -110,8 +110,9 @@ class Answers:
         )
         check_at = now + delay
         no_show = no_show_at(check_at, delay)
+        retry_after = queued_retry_after(delay)
         if not is_newcomer:  # a newcomer's row already says exactly this
-            back_at = now + queued_retry_after(delay)
+            back_at = now + retry_after
             await conn.execute(sql.RECORD_CHECK, key, check_at, no_show, start, now, back_at)
         answer = Queued(
             position=None if is_newcomer else ahead + 1,
@@ -119,7 +120,7 @@ class Answers:
             starts_earliest=estimate.earliest + wall_offset,
             starts_latest=estimate.latest + wall_offset,
             check_at=check_at + wall_offset,
-            retry_after=queued_retry_after(delay),
+            retry_after=retry_after,
             download_class=cls,
             ticket=self.session_ticket(key, row),
             at_the_door=held_at_the_door(

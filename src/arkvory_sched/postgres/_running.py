@@ -56,13 +56,14 @@ class Running:
         changed = self._changed
         self._changed = anyio.Event()
         changed.set()
-        self.slot_freed_elsewhere()
+        self.wake_the_door()
 
-    def slot_freed_elsewhere(self) -> None:
-        """Wake the requests held at the door: a slot may be free for them to take
-        (another process freed one, or the leader marked waiters for one, ADR 0037).
-        The other held requests wait on: a third-party tool further back would only
-        read the queue to be told to wait again."""
+    def wake_the_door(self) -> None:
+        """Wake the requests held at the door: a slot may be free for them to take (a
+        change here, another process freed one, or the leader marked waiters for one,
+        ADR 0037). Called alone, for another process's signal, the other held requests
+        wait on: a third-party tool further back would only read the queue to be told
+        to wait again."""
         free = self._slot_free
         self._slot_free = anyio.Event()
         free.set()

@@ -6,7 +6,7 @@ gate's sessions of two seconds that left 4-5 % of the slot-seconds idle while hu
 waited. Migration 0019 notifies ``arkvory_slot_free`` whenever a slot goes from held to
 free (and the leader's tick does when it marked waiters for a free slot); this
 connection hears it and wakes only this process's requests at the door
-(:meth:`Running.slot_freed_elsewhere`), a handful, never the third-party tools held
+(:meth:`Running.wake_the_door`), a handful, never the third-party tools held
 further back.
 
 The connection is the pool's, taken for as long as it listens, so a process still
@@ -86,7 +86,7 @@ class SlotSignal:
 
     def _heard(self, conn: object, pid: int, channel: str, payload: object) -> None:
         if payload == self._schema:  # the channel is shared by every schema
-            self._running.slot_freed_elsewhere()
+            self._running.wake_the_door()
 
     def _closed(self, conn: object) -> None:
         self._lost = True
