@@ -21,6 +21,7 @@ from arkvory_sched.policy import (
     jitter,
     no_show_at,
     request_retry_after,
+    taken_since,
 )
 
 MIB = 1024 * 1024
@@ -147,3 +148,22 @@ def test_a_waiter_s_own_entry_in_the_schedule_outranks_its_count_of_waiters_ahea
     assert start([100.0] * 4, 0, schedule=schedule) == 100.0  # read by the count
     assert start([100.0] * 4, 0, schedule=schedule, own_start=120.0) == 120.0
     assert start([100.0] * 4, 0, schedule=schedule, own_start=90.0) == 100.0  # never before now
+
+
+def test_a_slot_the_table_holds_free_but_taken_since_ends_a_download_from_now() -> None:
+    # A cold server: the tick's table had every slot free, and all four filled since.
+    cold = start([], 0, active=4, waiting=1, waiting_bytes=100.0 * MIB)
+    assert cold == pytest.approx(100.0 + 100.0 / (100.0 / 4))  # 4 s, not now
+    # Only the slots taken since: two of four free in the table, three held now.
+    table = [99.0, 99.0, 130.0, 140.0]  # made at 99
+    assert taken_since(table, 99.0, 100.0, 4, 3, 10.0 * MIB, 40.0 * MIB) == [
+        99.0,
+        101.0,
+        130.0,
+        140.0,
+    ]
+    # A table as fresh as the slots is read as it is, and so is a session that came due
+    # since the table was made: ending about now, or running late.
+    fresh = [99.0, 99.5, 130.0, 140.0]
+    assert taken_since(fresh, 99.0, 100.0, 4, 3, 10.0 * MIB, 40.0 * MIB) is fresh
+    assert start([], 0, active=3, waiting=1) == 100.0

@@ -170,6 +170,7 @@ class Answers:
             rate=rate,
             schedule=self._schedule,
             own_start=self._scheduled_starts.get(session.key),
+            table_at=self._finish_table_at,
         )
 
     def estimate(self, session: Session, now: float) -> StartEstimate:

@@ -74,6 +74,7 @@ from ._estimates import (
     queued_retry_after,
     request_retry_after,
     scheduled,
+    taken_since,
 )
 from ._forecast import (
     FORECAST_HORIZON_SECONDS,
@@ -262,6 +263,7 @@ __all__ = [
     "stride_ahead",
     "strides_of",
     "take_room",
+    "taken_since",
     "ticket_arrival",
     "usable_free_slots",
     "uses_sessions",

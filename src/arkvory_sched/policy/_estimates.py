@@ -48,6 +48,7 @@ __all__ = [
     "queued_retry_after",
     "request_retry_after",
     "scheduled",
+    "taken_since",
 ]
 
 
@@ -158,6 +159,7 @@ def estimate_start(
     rate: float,
     schedule: Sequence[float] = (),
     own_start: float | None = None,
+    table_at: float = -math.inf,
 ) -> float:
     """When the waiter with ``ahead`` others before it starts (R-EST-1/2).
 
@@ -174,7 +176,12 @@ def estimate_start(
     waiter was told the start of one who stood a round before it: in a crowd whose
     first rounds free their slots together, nine waiters start between two ticks, and
     the answers right after came 3 to 4 s early, at twice their bound (issue #28).
+
+    The table was made at ``table_at`` (the last tick), ``active`` is as the slots are
+    now: a slot the table holds free may have been taken since (:func:`taken_since`).
     """
+    mean_size = waiting_bytes / max(1, waiting)
+    table = taken_since(table, table_at, now, sessions, active, mean_size, rate)
     usable = max(1, sessions if interactive else sessions - reserve)
     skip = 0
     if not interactive:
@@ -197,6 +204,36 @@ def estimate_start(
             return max(now, schedule[ahead])
     service = waiting_bytes / max(1, waiting) * usable / rate
     return max(now, first + cycles * service)
+
+
+def taken_since(
+    table: Sequence[float],
+    made_at: float,
+    now: float,
+    sessions: int,
+    active: int,
+    mean_size: float,
+    rate: float,
+) -> Sequence[float]:
+    """``table``, made at ``made_at``, with the slots it held free but taken since read
+    as held by a session that just began: it ends a mean download's time at a slot's
+    share of ``rate`` from ``now`` (issue #28).
+
+    The finish table is made at a tick, and the sessions that started after it are in
+    ``active`` but not in the table. On a cold server every slot fills in the tick's
+    second: the waiters who came next were told "now" with all slots taken, and started
+    2 s later, at 1.1 to 1.2 times their bound; a fifth of the first second's waiters.
+    Only the slots free when the table was made are read so (a slot missing from a
+    short table was free too): an entry that came due since is a session ending about
+    now or one running late, and "now" is the better guess for both.
+    """
+    free_when_made = max(0, sessions - len(table)) + sum(1 for end in table if end <= made_at)
+    taken = free_when_made - max(0, sessions - active)
+    if taken <= 0:
+        return table
+    padded = sorted([now] * max(0, sessions - len(table)) + list(table))
+    began = now + mean_size / (rate / max(1, sessions))
+    return sorted([began] * taken + padded[taken:])
 
 
 def estimate_interval(start: float, now: float, *, known: bool = True) -> tuple[float, float]:

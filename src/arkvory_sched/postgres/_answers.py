@@ -97,7 +97,9 @@ class Answers:
         own_ahead = row["own_ahead"]
         if is_newcomer and own_ahead >= NEWCOMER_COUNT_CAP:
             own_ahead = max(own_ahead, snapshot.class_lengths[row["queue_rank"]])
-        estimate = self.estimate(own_ahead, row["queue_rank"], cls, snapshot, now, row.get("seq"))
+        estimate = self.estimate(
+            own_ahead, row["queue_rank"], cls, snapshot, now, row.get("seq"), row["object_size"]
+        )
         ahead, start, wall_offset = estimate.ahead, estimate.start, estimate.wall_offset
         delay = answer_check_delay(
             estimate,
@@ -145,11 +147,16 @@ class Answers:
         snapshot: QueueSnapshot,
         now: float,
         seq: int | None = None,
+        size: int = 0,
     ) -> StartEstimate:
         """A waiting session's place and start from its count in its own lane, as its
         poll computes them, recording nothing: :meth:`queued` and the principal's own
         downloads page (issue #19) read the same numbers. ``seq`` says who it is, to find
-        its own entry in the leader's schedule."""
+        its own entry in the leader's schedule.
+
+        The waiters' count and bytes are the leader's last tick's: before a tick has
+        seen anyone wait (a cold server), this waiter's own ``size`` stands for the mean
+        download, or a slot taken since the tick would read as ending now."""
         settings = self._running.settings
         wall_offset = self._clock.wall() - now  # announced times are wall time (R-RES-5)
         window = self._window(cls, queue_rank, snapshot, now + wall_offset)
@@ -170,11 +177,12 @@ class Answers:
             interactive=cls is DownloadClass.INTERACTIVE,
             active=snapshot.active,
             active_interactive=snapshot.active_interactive,
-            waiting=snapshot.waiting,
-            waiting_bytes=snapshot.waiting_bytes,
+            waiting=max(1, snapshot.waiting),
+            waiting_bytes=snapshot.waiting_bytes if snapshot.waiting else float(size),
             rate=rate.bytes_per_second,
             schedule=snapshot.waiter_schedule,
             own_start=None if seq is None else snapshot.scheduled_starts.get(seq),
+            table_at=snapshot.finish_table_at,
         )
         moved, not_before = window.start(start + wall_offset, now + wall_offset)
         start = moved - wall_offset

@@ -10,6 +10,7 @@ read for half a second of queue time, for every answer of this process meanwhile
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import asyncpg
@@ -30,6 +31,8 @@ class QueueSnapshot:
     last_release: float
     free_at_mark: int
     finish_table: tuple[float, ...]
+    finish_table_at: float
+    """When the leader made the finish table, on queue time."""
     fleet_rate: float
     provisional_rate: float
     waiter_schedule: tuple[float, ...]
@@ -66,6 +69,7 @@ async def read_snapshot(conn: asyncpg.Connection) -> QueueSnapshot:
         last_release=row["last_release"],
         free_at_mark=row["free_at_mark"],
         finish_table=tuple(row["finish_table"] or ()),
+        finish_table_at=-math.inf if row["finish_table_at"] is None else row["finish_table_at"],
         fleet_rate=row["fleet_rate"],
         provisional_rate=row["provisional_rate"],
         waiter_schedule=tuple(row["waiter_schedule"] or ()),

@@ -88,7 +88,7 @@ class OwnDownloadsReader:
         if row["state"] == sql.WAITING and snapshot is not None:
             state = DownloadState.WAITING
             estimate = self._answers.estimate(
-                row["own_ahead"], row["queue_rank"], base, snapshot, now, row["seq"]
+                row["own_ahead"], row["queue_rank"], base, snapshot, now, row["seq"], size
             )
             offset = estimate.wall_offset
             position = estimate.ahead + 1

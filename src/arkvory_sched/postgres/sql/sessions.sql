@@ -47,6 +47,7 @@ WHERE session_key = $1 AND state = 2
 -- ahead is counted instead, so the waiters the next ticks can serve see their exact
 -- place. Each count is one index range (waiting_between, migration 0009).
 SELECT d.queue_rank, d.base_class, d.marked, d.first_estimate, d.arrival_wall_ms, d.seq,
+       d.object_size,
        CASE WHEN coalesce(b.ahead, 0) < $2
             THEN waiting_between(d.queue_rank, '{-Infinity,-Infinity,-Infinity}', d.place)
             ELSE b.ahead + waiting_between(d.queue_rank, b.lo, d.place)

@@ -80,6 +80,27 @@ async def test_a_cold_server_answers_from_the_configured_rate(
     await scheduler.report(holder.grant, Delivered(None))
 
 
+async def test_slots_taken_since_the_last_tick_are_not_announced_free(
+    make_scheduler: MakeScheduler, clock: FakeClock
+) -> None:
+    """The last tick saw every slot free; both filled before the next. The waiter who
+    comes then starts when a holder ends, 20 s on: it is not told "now" (issue #28: a
+    cold server's first waiters were told a start 2 s before their slot freed)."""
+    rate = 2 * MIB  # each holder gets half: 1 MiB/s, 20 s for 20 MiB
+    scheduler = await make_scheduler(contract_settings(sessions=2, bandwidth=rate))
+    await scheduler.tick()
+    holders = [big(f"holder-{n}", f"dl-h{n}", size=20 * MIB) for n in range(2)]
+    for holder in holders:
+        await admitted(scheduler, holder)
+    answer = await queued(scheduler, big("waiter", "dl-w", size=20 * MIB))
+    real_start = clock.wall() + 20.0
+    assert answer.starts_earliest <= real_start <= answer.starts_latest, (
+        answer.starts_earliest - clock.wall(),
+        answer.starts_latest - clock.wall(),
+    )
+    assert abs(_wait(answer, clock) - 20.0) <= 2.0, _wait(answer, clock)
+
+
 async def test_a_cold_server_without_a_configured_rate_states_a_wide_interval_then_measures(
     make_scheduler: MakeScheduler, clock: FakeClock
 ) -> None:
