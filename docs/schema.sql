@@ -2,7 +2,7 @@
 -- `make schema` (python -m tests.schema_snapshot): do not edit. The migrations
 -- in migrations/ are the source; tests/postgres/test_schema_snapshot.py checks
 -- that this file equals a fresh migration. Migrations: 0001_queue to
--- 0019_slot_free_signal (19). The schema is named `arkvory` here;
+-- 0020_sessions_in_force (20). The schema is named `arkvory` here;
 -- an installation may choose another (--schema).
 --
 -- PostgreSQL database dump
@@ -1049,6 +1049,8 @@ CREATE TABLE arkvory.queue_state (
     provisional_rate double precision DEFAULT 0 NOT NULL,
     waiter_schedule double precision[],
     waiter_schedule_seqs bigint[],
+    sessions_in_force integer,
+    sizing_reason text,
     CONSTRAINT queue_state_id_check CHECK (id),
     CONSTRAINT queue_state_idle_slots_check CHECK ((idle_slots >= 0))
 );

@@ -38,6 +38,7 @@ from ._model import (
     Rejected,
     RejectReason,
     SchedulerStats,
+    SlotSizingState,
     TickReport,
 )
 from ._own_downloads import DownloadState, OwnDownload, OwnDownloads
@@ -108,6 +109,7 @@ __all__ = [
     "SettingsKeeper",
     "SettingsStore",
     "SettingsUnavailableError",
+    "SlotSizingState",
     "StoreUnavailableError",
     "StoredSettings",
     "Strategy",

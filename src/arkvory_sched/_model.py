@@ -313,6 +313,18 @@ def _no_estimates_by_client() -> dict[ClientKind, EstimateAccuracy]:
 
 
 @dataclass(frozen=True, slots=True)
+class SlotSizingState:
+    """Self-sizing slots (issue #30, ADR 0038): the operator's bounds and why the count
+    in force (``SchedulerStats.sessions_limit``) is where it is. ``reason`` is one of
+    ``start``, ``spare-link``, ``clients-limited``, ``saturated``, ``at-maximum``,
+    ``at-minimum``; ``None`` on a PostgreSQL process before the leader published one."""
+
+    minimum: int
+    maximum: int
+    reason: str | None
+
+
+@dataclass(frozen=True, slots=True)
 class IdleSlots:
     """Slots left free while someone waits (issue #28), integrated over queue time.
 
@@ -370,6 +382,8 @@ class SchedulerStats:
     waited; every kind is present, and the kinds add up to the total."""
     idle_slots: IdleSlots = NO_IDLE_SLOTS
     """Slots left free while someone waited; fleet-wide (see :class:`IdleSlots`)."""
+    slot_sizing: SlotSizingState | None = None
+    """The self-sizing slots' bounds and reason; ``None`` while the count is fixed."""
     reports_fleet_figures: bool = True
     """Whether this snapshot's fleet-wide figures (sessions per class and state, the
     session totals, the forecast) are this process's to export. A store shared by many

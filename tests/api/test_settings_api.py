@@ -235,6 +235,70 @@ def test_a_reserve_is_judged_beside_the_sessions_sent_with_it(
     assert right.status_code == 200, right.text
 
 
+def test_min_sessions_round_trips_and_null_unsets_it(
+    api_server: ApiServer, client: httpx.Client
+) -> None:
+    """ADR 0038: ``minSessions`` set makes the slots size themselves between it and
+    ``sessions``; ``null`` in the record unsets it; ``{}`` returns it to the environment."""
+    assert ENVIRONMENT.min_sessions is None
+    assert read(api_server, client)["settings"]["minSessions"] is None
+    response = put(api_server, client, {"expectedRevision": 0, "minSessions": 4})
+    assert response.status_code == 200, response.text
+    document = response.json()
+    assert document["record"] == {"minSessions": 4}
+    assert document["settings"]["minSessions"] == 4
+    assert document["sources"]["minSessions"] == "operator"
+    assert document["environment"]["minSessions"] is None
+    # Applied before the answer; the scheduler's own count in force is the sizer's
+    # business (ADR 0038), so only the setting itself is asked of it here.
+    assert document["appliedRevision"] == 1
+    assert api_server.scheduler is not None
+    assert api_server.scheduler.settings.min_sessions == 4
+    again = read(api_server, client, VIEWER_TOKEN)
+    assert (again["record"], again["settings"]) == (document["record"], document["settings"])
+
+    unset = put(api_server, client, {"expectedRevision": 1, "minSessions": None}).json()
+    assert unset["record"] == {"minSessions": None}
+    assert unset["settings"]["minSessions"] is None
+    assert unset["sources"]["minSessions"] == "operator"
+    assert api_server.scheduler.settings.min_sessions is None
+    assert api_server.scheduler.settings.automatic_sessions is False
+
+    put(api_server, client, {"expectedRevision": 2, "minSessions": 8})
+    back = put(api_server, client, {"expectedRevision": 3}).json()
+    assert back["settings"] == ENVIRONMENT.operator_fields()
+    assert back["sources"]["minSessions"] == "environment"
+    assert api_server.scheduler.settings.min_sessions is None
+
+
+@pytest.mark.parametrize("value", [9, 0, "4", 2.5, True])
+def test_a_bad_min_sessions_is_400_naming_it_and_nothing_is_saved(
+    api_server: ApiServer, client: httpx.Client, value: object
+) -> None:
+    response = put(api_server, client, {"expectedRevision": 0, "minSessions": value})
+    problem = assert_problem(response, 400, "invalid_settings")
+    params = problem["invalidParams"]
+    assert [param["name"] for param in params] == ["/minSessions"], problem
+    assert "whole number" in params[0]["reason"]
+    if value == 9:  # above the eight slots of the environment
+        assert "from 1 to 8 (sessions)" in params[0]["reason"]
+    assert_unchanged(api_server, client, 0)
+    assert api_server.scheduler is not None
+    assert api_server.scheduler.settings == ENVIRONMENT
+
+
+def test_a_min_sessions_is_judged_beside_the_sessions_sent_with_it(
+    api_server: ApiServer, client: httpx.Client
+) -> None:
+    """``minSessions: 12`` is wrong for eight slots and right beside ``sessions: 16``."""
+    right = put(api_server, client, {"expectedRevision": 0, "minSessions": 12, "sessions": 16})
+    assert right.status_code == 200, right.text
+    assert (right.json()["settings"]["minSessions"], right.json()["settings"]["sessions"]) == (
+        12,
+        16,
+    )
+
+
 @pytest.mark.parametrize(
     ("body", "line", "column"),
     [

@@ -9,10 +9,14 @@ from __future__ import annotations
 
 import time
 
+import anyio
+import asyncpg
+
 from arkvory_sched.postgres._cli import where
 from tests.pg import database_url
 
 from .scenario_crowd import CrowdRun, Store, crowd_table, scenario_crowd
+from .scenario_sizing import scenario_6, scenario_6_table
 from .scenario_windows import scenario_4, scenario_4_table
 from .scenarios import (
     scenario_1,
@@ -35,6 +39,21 @@ def crowd_runs() -> list[CrowdRun]:
     return runs
 
 
+def _reachable(url: str) -> str:
+    """``url`` if its database answers, else "" (scenario 6 then runs on memory only)."""
+    try:
+        anyio.run(_ping, url)
+    except OSError as error:
+        print(f"PostgreSQL at {where(url)} did not answer ({error}): scenario 6 runs in memory.")
+        return ""
+    return url
+
+
+async def _ping(url: str) -> None:
+    connection = await asyncpg.connect(url)
+    await connection.close()
+
+
 def main() -> None:
     started = time.perf_counter()
     print(scenario_1_table(scenario_1()), end="\n\n")
@@ -42,6 +61,7 @@ def main() -> None:
     print(scenario_3_table(scenario_3()), end="\n\n")
     print(scenario_4_table(scenario_4()), end="\n\n")
     print(crowd_table(crowd_runs()), end="\n\n")
+    print(scenario_6_table(scenario_6(_reachable(database_url()))), end="\n\n")
     print(f"simulated in {time.perf_counter() - started:.1f} s of real time")
 
 

@@ -101,6 +101,18 @@ class SimulationRun:
     usable_slots: int = 0
     idle_slot_seconds: float = 0.0
     longest_idle_stretch: float = 0.0
+    queued_time: float = 0.0
+    """Seconds in which some client had arrived and not yet started."""
+    carried_while_queued: float = 0.0
+    """Bytes the link carried in those seconds."""
+    bandwidth: float = 0.0
+
+    @property
+    def link_use_while_queued(self) -> float:
+        """The share of the link's capacity used while someone waited to start
+        (issue #30): what more slots could have filled."""
+        capacity = self.bandwidth * self.queued_time
+        return 1.0 if capacity <= 0 else self.carried_while_queued / capacity
 
     @property
     def link_busy_share(self) -> float:
@@ -187,6 +199,8 @@ class LinkSimulation:
         self._busy_while_waiting = 0.0
         self._waiting_time = 0.0
         self._max_active = 0
+        self._queued_time = 0.0
+        self._carried_while_queued = 0.0
         self._samples: list[tuple[float, int, dict[str, int]]] = []
 
     # ------------------------------------------------------------ event plumbing
@@ -210,6 +224,9 @@ class LinkSimulation:
                 self._waiting_by_group[group] = self._waiting_by_group.get(group, 0.0) + elapsed
                 if busy:
                     self._busy_by_group[group] = self._busy_by_group.get(group, 0.0) + elapsed
+        if self._idle.waiting:
+            self._queued_time += elapsed
+            self._carried_while_queued += self._link.carrying() * elapsed
         self._link.advance(elapsed)
         self._idle.advance(elapsed)
         self._now = when
@@ -312,6 +329,9 @@ class LinkSimulation:
             usable_slots=self._idle.usable,
             idle_slot_seconds=self._idle.idle_slot_seconds,
             longest_idle_stretch=self._idle.longest_stretch,
+            queued_time=self._queued_time,
+            carried_while_queued=self._carried_while_queued,
+            bandwidth=self._bandwidth,
         )
 
     async def _tick(self) -> None:

@@ -117,6 +117,15 @@ class SharedLink(Generic[Owner]):
             del self._capped[token]
         return transfer
 
+    def carrying(self) -> float:
+        """Bytes per second the link carries now: all of it while an uncapped response
+        runs, else what the capped ones can take, at most the link."""
+        if not self.transfers:
+            return 0.0
+        if len(self._capped) < len(self.transfers):
+            return self.bandwidth
+        return min(self.bandwidth, sum(transfer.cap or 0.0 for transfer in self._capped.values()))
+
     def _level(self) -> float:
         """The rate of each uncapped response (``inf`` when there is none): capped
         responses below the equal share keep their cap, the rest share what is left."""

@@ -7,7 +7,8 @@ new operator setting fails here until the page can show and send it (issue #27):
 - every operator field has a control, and every control names an operator field;
 - a whole number is an ``<input type=number step=1>`` the page sends as an integer, a
   decimal one with ``step=any`` sent as a number, a flag a checkbox, the strategy a
-  ``<select>`` of exactly the strategies;
+  ``<select>`` of exactly the strategies; a field that may be unset (``None``) sends an
+  empty input as ``null``;
 - the ``min``/``max`` the page states are the bounds the settings check enforces.
 """
 
@@ -16,6 +17,7 @@ from __future__ import annotations
 import re
 from html.parser import HTMLParser
 from importlib.resources import files
+from typing import Any, get_args, get_type_hints
 
 import pytest
 
@@ -73,6 +75,17 @@ def _js_set(name: str) -> set[str]:
     return set(re.findall(r'"([A-Za-z]+)"', found.group(1)))
 
 
+def _example(setting: SettingField) -> Any:  # as untyped as the getattr it stands for
+    """A value of the field's type: its default, or for a field unset by default (an
+    ``int | None``), a zero of the type it holds when set."""
+    value = getattr(DEFAULTS, setting.name)
+    if value is not None:
+        return value
+    hint = get_type_hints(SchedulerSettings)[setting.name]
+    (kind,) = [kind for kind in get_args(hint) if kind is not type(None)]
+    return kind()
+
+
 def _accepts(setting: SettingField, value: object) -> bool:
     try:
         DEFAULTS.with_changes(**{setting.name: value})
@@ -97,7 +110,9 @@ def test_every_operator_field_has_a_control_and_every_control_a_field() -> None:
 @pytest.mark.parametrize("setting", OPERATOR, ids=lambda setting: setting.name)
 def test_each_control_has_the_fields_type(setting: SettingField) -> None:
     name = str(setting.record_name)
-    value = getattr(DEFAULTS, setting.name)
+    value = _example(setting)
+    # Unset is a value of its own: an empty input must send null, not "" or nothing.
+    assert (getattr(DEFAULTS, setting.name) is None) == (name in _js_set("OPTIONAL"))
     if name in EDITORS:
         return  # a structured value: its editor is tested in the browser suite
     if name == "weights":
@@ -147,7 +162,7 @@ def test_the_stated_bounds_are_the_checked_ones(
 ) -> None:
     """The bound is accepted and one step past it is refused (an open lower bound of
     a decimal: the bound itself is refused and anything above it accepted)."""
-    value = getattr(DEFAULTS, setting.name)
+    value = _example(setting)
     number = float(stated)
     step = 1 if setting.name == "weights" or isinstance(value, int) else 0.001
     past = number - step if bound == "min" else number + step

@@ -40,7 +40,7 @@ def assert_invariants(settings: SchedulerSettings) -> None:
     assert isinstance(settings.strategy, Strategy)
     for name in FIELD_NAMES:
         value = getattr(settings, name)
-        if name in {"strategy", "weights", "preempt", "bandwidth"}:
+        if name in {"strategy", "weights", "preempt", "bandwidth", "min_sessions"}:
             continue
         if name in {"class_windows", "service_account_classes"}:
             assert type(value) is tuple, name  # immutable, hashable, checked once
@@ -51,6 +51,12 @@ def assert_invariants(settings: SchedulerSettings) -> None:
         else:
             assert type(value) is int, name
     assert 1 <= settings.sessions <= 65_536
+    assert settings.min_sessions is None or (
+        type(settings.min_sessions) is int and 1 <= settings.min_sessions <= settings.sessions
+    )
+    assert settings.automatic_sessions == (
+        settings.min_sessions is not None and settings.min_sessions < settings.sessions
+    )
     assert 0 <= settings.reserve <= settings.sessions - 1
     assert 1 <= settings.per_principal <= settings.sessions
     assert type(settings.weights) is tuple
@@ -80,6 +86,8 @@ def test_defaults_are_the_documented_ones() -> None:
     settings = SchedulerSettings()
     assert settings.strategy is Strategy.ORDERED
     assert settings.sessions == 16
+    assert settings.min_sessions is None
+    assert settings.automatic_sessions is False
     assert settings.reserve == 1
     assert settings.per_principal == 4
     assert settings.weights == (8, 4, 2, 1)
@@ -171,6 +179,7 @@ def test_operator_fields_are_the_camel_case_record_and_json_ready() -> None:
     assert fields == {
         "strategy": "shared",
         "sessions": 8,
+        "minSessions": None,
         "reserve": 1,
         "perPrincipal": 2,
         "weights": [8, 4, 2, 1],
@@ -190,6 +199,7 @@ def test_operator_fields_leave_out_environment_only_settings() -> None:
     assert set(OPERATOR_FIELDS.values()) == {
         "strategy",
         "sessions",
+        "min_sessions",
         "reserve",
         "per_principal",
         "weights",
@@ -213,6 +223,11 @@ INVALID: list[tuple[str, dict[str, object]]] = [
     ("sessions", {"sessions": 65_537}),
     ("sessions", {"sessions": 4.0}),
     ("sessions", {"sessions": "16"}),
+    ("min_sessions", {"min_sessions": 0}),
+    ("min_sessions", {"min_sessions": 17}),
+    ("min_sessions", {"sessions": 4, "min_sessions": 5}),
+    ("min_sessions", {"min_sessions": 4.0}),
+    ("min_sessions", {"min_sessions": "4"}),
     ("reserve", {"reserve": -1}),
     ("reserve", {"sessions": 4, "reserve": 4}),
     ("reserve", {"sessions": 1, "reserve": 1}),
@@ -270,6 +285,9 @@ VALID_EDGES: list[dict[str, object]] = [
     {"sessions": 65_536},
     {"sessions": 4, "reserve": 3, "per_principal": 4},
     {"sessions": 4, "reserve": 0},
+    {"min_sessions": 1},
+    {"sessions": 4, "min_sessions": 4},
+    {"sessions": 65_536, "min_sessions": 65_536},
     {"weights": (1, 1, 1, 1)},
     {"weights": (1000, 1000, 1000, 1000)},
     {"session_min_bytes": 0},
@@ -300,7 +318,16 @@ def test_values_on_the_edge_of_their_range_are_accepted(values: dict[str, object
 
 
 @pytest.mark.parametrize(
-    "field", ["sessions", "reserve", "per_principal", "max_downloads", "queue_limit", "bandwidth"]
+    "field",
+    [
+        "sessions",
+        "min_sessions",
+        "reserve",
+        "per_principal",
+        "max_downloads",
+        "queue_limit",
+        "bandwidth",
+    ],
 )
 def test_a_bool_is_not_a_number(field: str) -> None:
     with pytest.raises(SettingsError) as caught:
@@ -394,6 +421,8 @@ ENV_VALUES: list[tuple[str, str, str, object]] = [
     ("ARKVORY_DOWNLOAD_STRATEGY", "smallest-first", "strategy", Strategy.SMALLEST_FIRST),
     ("ARKVORY_DOWNLOAD_STRATEGY", " Shared ", "strategy", Strategy.SHARED),
     ("ARKVORY_MAX_DOWNLOAD_SESSIONS", "32", "sessions", 32),
+    ("ARKVORY_MIN_DOWNLOAD_SESSIONS", "4", "min_sessions", 4),
+    ("ARKVORY_MIN_DOWNLOAD_SESSIONS", " 16 ", "min_sessions", 16),
     ("ARKVORY_MAX_DOWNLOADS", "24", "max_downloads", 24),
     ("ARKVORY_TRANSFER_QUEUE_LIMIT", "0", "transfer_queue_limit", 0),
     ("ARKVORY_TRANSFER_QUEUE_PER_PRINCIPAL", "3", "transfer_queue_per_principal", 3),
@@ -520,6 +549,9 @@ BAD_ENV: list[tuple[str, str, str]] = [
     ("ARKVORY_MAX_DOWNLOAD_SESSIONS", "sixteen", "sessions"),
     ("ARKVORY_MAX_DOWNLOAD_SESSIONS", "0", "sessions"),
     ("ARKVORY_MAX_DOWNLOAD_SESSIONS", "16.0", "sessions"),
+    ("ARKVORY_MIN_DOWNLOAD_SESSIONS", "17", "min_sessions"),
+    ("ARKVORY_MIN_DOWNLOAD_SESSIONS", "0", "min_sessions"),
+    ("ARKVORY_MIN_DOWNLOAD_SESSIONS", "some", "min_sessions"),
     ("ARKVORY_MAX_DOWNLOADS", "-3", "max_downloads"),
     ("ARKVORY_MAX_DOWNLOADS", "lots", "max_downloads"),
     ("ARKVORY_TRANSFER_QUEUE_LIMIT", "2000000", "transfer_queue_limit"),
@@ -621,7 +653,8 @@ def test_the_constructor_takes_exactly_the_fields() -> None:
 def test_fields_that_follow_a_rule_are_the_ones_with_an_optional_keyword() -> None:
     parameters = inspect.signature(SchedulerSettings).parameters
     optional = {name for name, p in parameters.items() if p.default is None}
-    assert optional == {setting.name for setting in FIELDS if setting.derive} | {"bandwidth"}
+    unset = {"bandwidth", "min_sessions"}  # None is "not set", no rule
+    assert optional == {setting.name for setting in FIELDS if setting.derive} | unset
 
 
 def test_each_field_depends_only_on_fields_checked_before_it() -> None:
@@ -783,6 +816,82 @@ def test_an_empty_operator_record_returns_to_the_environment() -> None:
     assert environment.with_changes(**record) == environment
 
 
+# -- fewest sessions (ADR 0038) ------------------------------------------------------------
+
+
+def test_min_sessions_is_unset_by_default_and_the_count_fixed() -> None:
+    for settings in (SchedulerSettings(), SchedulerSettings.from_env({})):
+        assert settings.min_sessions is None
+        assert settings.automatic_sessions is False
+        assert "min_sessions" not in settings.derived_fields  # unset, not a rule
+
+
+def test_min_sessions_variable_is_read_and_the_slots_size_themselves() -> None:
+    environ = {"ARKVORY_MIN_DOWNLOAD_SESSIONS": "4", "ARKVORY_MAX_DOWNLOAD_SESSIONS": "32"}
+    settings = SchedulerSettings.from_env(environ)
+    assert (settings.min_sessions, settings.sessions) == (4, 32)
+    assert settings.automatic_sessions is True
+
+
+def test_min_sessions_equal_to_sessions_is_a_fixed_count() -> None:
+    settings = SchedulerSettings(sessions=8, min_sessions=8)
+    assert settings.min_sessions == 8
+    assert settings.automatic_sessions is False
+    assert SchedulerSettings(sessions=8, min_sessions=7).automatic_sessions is True
+
+
+def test_min_sessions_above_sessions_is_refused_naming_the_bound() -> None:
+    with pytest.raises(SettingsError) as caught:
+        SchedulerSettings(sessions=8, min_sessions=9)
+    assert caught.value.field == "min_sessions"
+    assert "from 1 to 8 (sessions)" in caught.value.message
+    assert "got 9" in caught.value.message
+
+
+@pytest.mark.parametrize(
+    "environ",
+    [
+        {"ARKVORY_MIN_DOWNLOAD_SESSIONS": "20"},
+        {"ARKVORY_MIN_DOWNLOAD_SESSIONS": "8", "ARKVORY_MAX_DOWNLOAD_SESSIONS": "4"},
+        {"ARKVORY_MIN_DOWNLOAD_SESSIONS": "8", "ARKVORY_MAX_DOWNLOADS": "4"},
+    ],
+)
+def test_min_sessions_variable_above_the_slots_blames_the_min(environ: dict[str, str]) -> None:
+    with pytest.raises(ConfigurationError) as caught:
+        SchedulerSettings.from_env(environ)
+    assert caught.value.variable == "ARKVORY_MIN_DOWNLOAD_SESSIONS"
+    assert caught.value.field == "min_sessions"
+    assert "(sessions)" in caught.value.message
+
+
+def test_lowering_sessions_below_the_min_lowers_the_min_never_raises_it() -> None:
+    settings = SchedulerSettings(sessions=16, min_sessions=8)
+    lowered = settings.with_changes(sessions=4)
+    assert (lowered.sessions, lowered.min_sessions) == (4, 4)
+    assert lowered.automatic_sessions is False  # lowered onto the ceiling: a fixed count
+    raised = lowered.with_changes(sessions=32)
+    assert (raised.min_sessions, raised.automatic_sessions) == (4, True)
+
+
+def test_a_min_that_still_fits_the_new_sessions_is_kept_and_unset_stays_unset() -> None:
+    assert SchedulerSettings(sessions=16, min_sessions=4).with_changes(sessions=8).min_sessions == 4
+    assert SchedulerSettings().with_changes(sessions=4).min_sessions is None
+
+
+def test_min_given_with_sessions_is_checked_against_the_new_sessions() -> None:
+    settings = SchedulerSettings(sessions=16)
+    assert settings.with_changes(sessions=32, min_sessions=20).min_sessions == 20
+    with pytest.raises(SettingsError) as caught:
+        settings.with_changes(sessions=4, min_sessions=5)
+    assert caught.value.field == "min_sessions"
+
+
+def test_none_unsets_the_min() -> None:
+    unset = SchedulerSettings(min_sessions=4).with_changes(min_sessions=None)
+    assert unset.min_sessions is None
+    assert unset.automatic_sessions is False
+
+
 # -- properties ---------------------------------------------------------------------------
 
 JUNK = st.one_of(
@@ -795,7 +904,7 @@ JUNK = st.one_of(
     st.sampled_from([*Strategy, "ordered", "fastest"]),
 )
 DEPENDENTS = {
-    "sessions": {"reserve", "per_principal"},
+    "sessions": {"min_sessions", "reserve", "per_principal"},
     "queue_limit": {"queue_per_principal"},
 }
 
@@ -808,6 +917,7 @@ def valid_values(draw: st.DrawFn) -> dict[str, object]:
     return {
         "strategy": draw(st.sampled_from([*Strategy, *(s.value for s in Strategy)])),
         "sessions": sessions,
+        "min_sessions": draw(st.none() | st.integers(min_value=1, max_value=sessions)),
         "reserve": draw(st.none() | st.integers(min_value=0, max_value=sessions - 1)),
         "per_principal": draw(st.none() | st.integers(min_value=1, max_value=sessions)),
         "weights": draw(
@@ -862,7 +972,12 @@ def test_sessions_change_always_fits_and_never_raises_reserve_or_share(
     assert after.sessions == sessions
     assert after.reserve <= before.reserve
     assert after.per_principal <= before.per_principal
-    unchanged = set(FIELD_NAMES) - {"sessions", "reserve", "per_principal"}
+    # Set stays set (lowered onto the new sessions at most), unset stays unset.
+    if before.min_sessions is None:
+        assert after.min_sessions is None
+    else:
+        assert after.min_sessions == min(before.min_sessions, sessions)
+    unchanged = set(FIELD_NAMES) - {"sessions", "min_sessions", "reserve", "per_principal"}
     assert all(getattr(after, name) == getattr(before, name) for name in unchanged)
     assert after.derived_fields == before.derived_fields
 

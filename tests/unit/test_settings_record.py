@@ -73,6 +73,49 @@ def test_validate_fields_refuses_unknown_names_and_keeps_json() -> None:
     assert validate_fields(ENVIRONMENT, {"weights": (6, 3, 2, 1)}) == {"weights": [6, 3, 2, 1]}
 
 
+def test_min_sessions_is_a_record_field_under_its_camel_name() -> None:
+    assert validate_fields(ENVIRONMENT, {"minSessions": 4}) == {"minSessions": 4}
+    settings, problems = apply_stored(ENVIRONMENT, {"minSessions": 4})
+    assert (settings.min_sessions, settings.automatic_sessions, problems) == (4, True, [])
+    assert settings.operator_fields()["minSessions"] == 4
+    assert ENVIRONMENT.operator_fields()["minSessions"] is None
+
+
+@pytest.mark.parametrize("value", [17, 0, -1, 4.0, "4", True])
+def test_a_min_sessions_that_cannot_work_is_refused_naming_minsessions(value: object) -> None:
+    with pytest.raises(SettingsError) as caught:
+        validate_fields(ENVIRONMENT, {"minSessions": value})
+    assert caught.value.field == "minSessions"
+    assert "min_sessions" not in str(caught.value)
+
+
+def test_a_min_sessions_is_judged_beside_the_sessions_sent_with_it() -> None:
+    assert validate_fields(ENVIRONMENT, {"sessions": 32, "minSessions": 20})["minSessions"] == 20
+    with pytest.raises(SettingsError) as caught:
+        validate_fields(ENVIRONMENT, {"sessions": 4, "minSessions": 5})
+    assert caught.value.field == "minSessions"
+    assert "(sessions)" in caught.value.message
+
+
+def test_a_stored_sessions_lowers_the_environments_min_and_null_unsets_it() -> None:
+    environment = SchedulerSettings(sessions=16, min_sessions=8)
+    settings, problems = apply_stored(environment, {"sessions": 4})
+    assert (settings.sessions, settings.min_sessions, problems) == (4, 4, [])
+    settings, problems = apply_stored(environment, {"minSessions": None})
+    assert (settings.min_sessions, settings.automatic_sessions, problems) == (None, False, [])
+    assert validate_fields(environment, {"minSessions": None}) == {"minSessions": None}
+    assert apply_stored(environment, {})[0].min_sessions == 8
+
+
+def test_a_stored_min_sessions_that_no_longer_fits_is_a_problem_named_in_camel_case() -> None:
+    """Saved beside 16 slots, read on a server now configured for 8 (R-SET-6)."""
+    environment = SchedulerSettings(sessions=8)
+    settings, problems = apply_stored(environment, {"idleSeconds": 12, "minSessions": 12})
+    assert settings == environment, "half of a change is never applied"
+    assert len(problems) == 1
+    assert "'minSessions'" in problems[0]
+
+
 def test_record_diff_names_each_changed_field_with_absent_as_none() -> None:
     before = {"sessions": 8, "idleSeconds": 10}
     after = {"sessions": 8, "preempt": False}

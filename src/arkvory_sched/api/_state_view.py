@@ -84,6 +84,13 @@ def state_document(
         "strategy": stats.strategy,
         "admission": stats.admission,
         "sessions": stats.sessions_limit,
+        "slotSizing": None
+        if stats.slot_sizing is None
+        else {
+            "minimum": stats.slot_sizing.minimum,
+            "maximum": stats.slot_sizing.maximum,
+            "reason": stats.slot_sizing.reason,
+        },
         "active": active_total,
         "waiting": stats.waiting,
         "paused": stats.paused,

@@ -23,6 +23,7 @@ from .._model import (
 from .._rate import BusySeconds, PeakRateMeter, peak_of_means
 from .._tickets import TicketSigner
 from ..policy import (
+    DELIVERY_SECONDS,
     SCHEDULED_WAITERS,
     TICKET_REUSE_SECONDS,
     LinkRate,
@@ -111,6 +112,12 @@ class Answers:
         # which reads the second in progress (only until a busy second counts).
         seconds = self._rate.complete_seconds(now)[1]
         return estimate_rate(0.0, 0.0, None, max(peak_of_means(seconds), self._rate.run_rate(now)))
+
+    def recent_delivery(self, now: float) -> float:
+        """What the link carried over the last complete seconds, in bytes per second:
+        the self-sizing slots' reading (ADR 0038)."""
+        seconds = self._rate.complete_seconds(now)[1][-DELIVERY_SECONDS:]
+        return sum(seconds) / DELIVERY_SECONDS
 
     def next_slot_free(self, now: float) -> float:
         """When the next running session is expected to end, at its share of the rate now

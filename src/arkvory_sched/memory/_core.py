@@ -18,6 +18,8 @@ wraps it; the simulation and the hypothesis state machine drive it directly.
 
 from __future__ import annotations
 
+import dataclasses
+
 from .._classes import DownloadClass, PrincipalKind
 from .._clock import Clock
 from .._early_polls import EarlyPolls
@@ -32,13 +34,15 @@ from .._model import (
     HistogramSnapshot,
     Rejected,
     SchedulerStats,
+    SlotSizingState,
 )
 from .._own_downloads import OWN_DOWNLOADS_LIMIT, OwnDownloads
 from .._queue_state import QueueState
 from .._rate import PeakRateMeter
 from .._request_admission import PendingRequest, RequestAdmission
+from .._slot_sizer import SlotSizer
 from .._tickets import TicketSigner
-from ..policy import StartEstimate
+from ..policy import RATE_AGE_SECONDS, SizingReading, StartEstimate, client_limited
 from ..settings import SchedulerSettings
 from ._admission import Admission
 from ._answers import Answers
@@ -59,7 +63,8 @@ class SchedulerCore:
     """Deterministic download-session scheduler (the in-memory implementation's brain)."""
 
     __slots__ = ("_admission", "_answers", "_clock", "_counters", "_delivery", "_early",
-                 "_grants", "_requests", "_slots", "_statistics", "_table", "_tick")  # fmt: skip
+                 "_grants", "_requests", "_sizer", "_slots", "_statistics", "_table",
+                 "_tick")  # fmt: skip
 
     def __init__(
         self,
@@ -68,6 +73,9 @@ class SchedulerCore:
         signer: TicketSigner | None = None,
     ) -> None:
         self._clock = clock
+        # Under automatic sizing the parts run on the settings in force (ADR 0038).
+        sizer = self._sizer = SlotSizer(settings, clock.monotonic())
+        settings = sizer.in_force()
         counters = self._counters = Counters()
         early = self._early = EarlyPolls()  # early polls answered without a decision (ADR 0029)
         rate = PeakRateMeter()
@@ -155,6 +163,15 @@ class SchedulerCore:
 
         Every part that reads the settings is handed the new ones here, at once."""
         settings = settings.keeping_environment_only(self._table.settings)
+        self._apply(self._sizer.configure(settings, self._clock.monotonic()))
+
+    @property
+    def sizer(self) -> SlotSizer:
+        """The self-sizing slots: the operator's settings and the count in force."""
+        return self._sizer
+
+    def _apply(self, settings: SchedulerSettings) -> None:
+        """Run every part on ``settings`` from the next decision on."""
         self._early.clear()  # the next poll of every waiter is decided anew (R-STRAT-4)
         self._table.configure(settings)
         self._slots.settings = settings
@@ -234,7 +251,29 @@ class SchedulerCore:
 
     # ================================================================ tick
     def tick(self) -> TickOutcome:
-        """Expire, release idle slots, age, preempt, mark; see the rules of this file."""
+        """Size the slots, expire, release idle slots, age, preempt, mark; see the
+        rules of this file."""
+        if self._sizer.state is not None:
+            table = self._table
+            now = self._clock.monotonic()
+            rates = [
+                session.sent_bytes() / (now - session.slot_since)
+                if now - session.slot_since >= RATE_AGE_SECONDS
+                else None
+                for session in table.active.values()
+            ]
+            capacity = self._answers.current_rate()
+            reading = SizingReading(
+                now,
+                bool(table.queue),
+                len(table.active),
+                self._answers.recent_delivery(now),
+                capacity.bytes_per_second if capacity.known else 0.0,
+            )
+            reading = reading._replace(limited=client_limited(rates, reading.capacity))
+            moved = self._sizer.step(reading)
+            if moved is not None:
+                self._apply(moved)
         return self._tick.tick()
 
     def record_tick_duration(self, seconds: float) -> None:
@@ -246,7 +285,12 @@ class SchedulerCore:
 
     # ================================================================ reading
     def stats(self) -> SchedulerStats:
-        return self._statistics.stats()
+        stats = self._statistics.stats()
+        state, configured = self._sizer.state, self._sizer.configured
+        if state is None or configured.min_sessions is None:
+            return stats
+        sizing = SlotSizingState(configured.min_sessions, configured.sessions, state.reason.value)
+        return dataclasses.replace(stats, slot_sizing=sizing)
 
     def estimate_error(self) -> HistogramSnapshot:
         return self._statistics.estimate_error()

@@ -168,6 +168,16 @@ _CATALOGUE: dict[str, _Family] = {
         fleet=True,
     ),
     "session_slots": _Family(GaugeMetricFamily, "Download sessions that may be active at once."),
+    "session_slots_bound": _Family(
+        GaugeMetricFamily,
+        "The bounds the session slots size themselves within (only under min_sessions).",
+        ("bound",),
+    ),
+    "session_slots_reason": _Family(
+        GaugeMetricFamily,
+        "Why the self-sizing slots stand where they are (always 1; only under min_sessions).",
+        ("reason",),
+    ),
     "strategy": _Family(
         GaugeMetricFamily, "The scheduling strategy in force (always 1).", ("strategy", "admission")
     ),
@@ -296,6 +306,7 @@ def _process_families(stats: SchedulerStats) -> Iterator[Metric]:
     yield _gauge("per_request_active", stats.request_active)
     yield _gauge("per_request_waiting", stats.request_waiting)
     yield _gauge("session_slots", stats.sessions_limit)
+    yield from _sizing_families(stats)
     strategy = _gauge("strategy")
     strategy.add_metric([stats.strategy, stats.admission], 1.0)
     yield strategy
@@ -408,3 +419,19 @@ def _buckets(snapshot: HistogramSnapshot) -> list[tuple[str, float]]:
 def _le(bound: float) -> str:
     """The ``le`` label of a finite bound as a decimal float (``1.0``, ``3600.0``)."""
     return repr(float(bound))
+
+
+def _sizing_families(stats: SchedulerStats) -> Iterator[Metric]:
+    """The self-sizing slots' bounds and why the count is where it is (ADR 0038): only
+    while the count sizes itself, so a fixed count exports what it always did."""
+    sizing = stats.slot_sizing
+    if sizing is None:
+        return
+    bounds = _gauge("session_slots_bound")
+    bounds.add_metric(["minimum"], float(sizing.minimum))
+    bounds.add_metric(["maximum"], float(sizing.maximum))
+    yield bounds
+    if sizing.reason is not None:
+        reason = _gauge("session_slots_reason")
+        reason.add_metric([sizing.reason], 1.0)
+        yield reason

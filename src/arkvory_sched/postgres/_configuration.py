@@ -14,6 +14,7 @@ from ..policy import smallest_first_key
 from ..settings import SchedulerSettings, Strategy
 from . import _sql as sql
 from ._boundary import Connections
+from ._leader_sizing import FleetSizing
 from ._running import Running
 from ._settings_store import PostgresSettingsStore
 
@@ -56,10 +57,11 @@ class Configuration:
         running = self._running
         current = running.settings
         settings = settings.keeping_environment_only(current)
-        running.settings = settings
+        running.configured = running.settings = settings
         self._early.clear()  # the next poll of every waiter is decided anew (R-STRAT-4)
         async with self._connections.acquire() as conn:
-            await conn.execute(sql.ENSURE_SLOTS, settings.sessions)
+            await conn.execute(sql.ENSURE_SLOTS, settings.sessions)  # the most, if automatic
+            running.settings, running.sizing_reason = await FleetSizing.in_force(conn, settings)
             await conn.execute(sql.ANALYZE_SLOTS)
             if (
                 settings.strategy is not current.strategy

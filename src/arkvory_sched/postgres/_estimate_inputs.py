@@ -19,6 +19,7 @@ import asyncpg
 from .._rate import MIN_RUN_SECONDS, BusySeconds, masked, peak_of_means
 from ..policy import (
     CLASS_COUNT,
+    DELIVERY_SECONDS,
     SCHEDULED_WAITERS,
     LinkRate,
     estimate_rate,
@@ -27,9 +28,10 @@ from ..policy import (
     strides_of,
 )
 from ..settings import SchedulerSettings
+from . import _sql as sql
 from . import _sql_tick as tick_sql
 
-__all__ = ["FleetRate", "RateReading", "waiter_schedule"]
+__all__ = ["FleetRate", "QueueShape", "RateReading", "count_shape", "waiter_schedule"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +42,9 @@ class RateReading:
     counted: float
     provisional: float
     rate: LinkRate
+    recent: float = 0.0
+    """What the fleet carried over its last complete seconds (the self-sizing slots'
+    delivery, ADR 0038), in bytes per second."""
 
 
 class FleetRate:
@@ -86,7 +91,8 @@ class FleetRate:
         counted = summed or fleet["stored"]  # a minute without a byte keeps the last
         provisional = 0.0 if counted else peak_of_means(totals)
         rate = estimate_rate(counted, 0.0, settings.bandwidth, provisional)
-        return RateReading(counted, provisional, rate)
+        recent = sum(totals[-DELIVERY_SECONDS:]) / DELIVERY_SECONDS
+        return RateReading(counted, provisional, rate, recent)
 
 
 async def waiter_schedule(
@@ -110,3 +116,20 @@ async def waiter_schedule(
     sizes = (float(row["remaining"]) for row in first)
     starts = queue_schedule(finishes, sizes, rate / settings.sessions)
     return starts, [row["seq"] for row in first]
+
+
+@dataclass(frozen=True, slots=True)
+class QueueShape:
+    """Waiting sessions per class, their bytes, and all sessions (the queue's bound)."""
+
+    lengths: tuple[int, ...]
+    waiting_bytes: float
+    sessions: int
+
+
+async def count_shape(conn: asyncpg.Connection) -> QueueShape:
+    """The queue's shape as the leader's tick reads it, exact at this statement."""
+    row = await conn.fetchrow(sql.QUEUE_SHAPE)
+    return QueueShape(
+        tuple(int(n) for n in row["lengths"]), float(row["waiting_bytes"]), int(row["sessions"])
+    )

@@ -23,6 +23,7 @@ from ._boundary import QUEUE_BOUNDARY, Connections
 from ._db_clock import DatabaseClock
 from ._delivery import Delivery
 from ._leader import QueueLeader
+from ._leader_sizing import FleetSizing
 from ._leases import LeaseCache
 from ._meters import Meters
 from ._migrate import apply_migrations
@@ -133,12 +134,17 @@ class Fleet:
                         local_seconds=self._meters.rate.complete_seconds(now),
                         last_trouble=self._connections.last_trouble,
                         closed=self._running.closed,
+                        configured=self._running.configured,
                     )
                     expired, marked = outcome.expired, outcome.marked
                     preempted = outcome.preempted
                     self._learn_of_yield(outcome.yielding)
                     for key in outcome.released:
                         self._leases.forget(key)
+                running = self._running
+                running.settings, running.sizing_reason = await FleetSizing.in_force(
+                    conn, running.configured
+                )
         except StoreUnavailableError as error:
             self._connections.trouble(error)
             self._leader.step_down()

@@ -45,9 +45,10 @@ from ..policy import (
 from ..settings import SchedulerSettings, Strategy
 from . import _sql as sql
 from . import _sql_tick as tick_sql
-from ._estimate_inputs import FleetRate, waiter_schedule
+from ._estimate_inputs import FleetRate, count_shape, waiter_schedule
 from ._idle_slots import IdleSlotCount
 from ._leader_aging import WindowView, entered_empty, promote_aged
+from ._leader_sizing import FleetSizing
 
 __all__ = ["LeaderOutcome", "QueueLeader"]
 
@@ -67,15 +68,6 @@ ANALYSE_FROM_SESSIONS = 4096
 # that leaves or ages at once is handled over several ticks, each inside the statement
 # timeout, where one tick for all of them would fail every time (ADR 0020).
 TICK_BATCH = 8192
-
-
-@dataclass(frozen=True, slots=True)
-class QueueShape:
-    """Waiting sessions per class, their bytes, and all sessions (the queue's bound)."""
-
-    lengths: tuple[int, ...]
-    waiting_bytes: float
-    sessions: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +108,8 @@ class QueueLeader:
         self._gate: ClassGate | None = None  # the windows' verdict (R-WIN-2)
         self._rate = FleetRate(node, lease_seconds)  # read from busy seconds (ADR 0034)
         self._idle = IdleSlotCount(stale_after=lease_seconds)  # issue #28
+        self._sizing = FleetSizing()  # issue #30
+        self._configured: SchedulerSettings | None = None  # the operator's, this tick
 
     @property
     def is_leader(self) -> bool:
@@ -123,6 +117,7 @@ class QueueLeader:
 
     def step_down(self) -> None:
         self.token = None
+        self._sizing.forget()
 
     async def elect(self, conn: asyncpg.Connection) -> bool:
         """Renew or take the leader lease; False when another live process holds it."""
@@ -131,6 +126,7 @@ class QueueLeader:
             self.token = None
             return False
         if self.token != token:
+            self._sizing.forget()
             self.since = self._clock.monotonic()
             log.info("node %s leads the queue (token %s)", self._node, token)
         self.token = token
@@ -147,13 +143,18 @@ class QueueLeader:
         local_seconds: tuple[int, Sequence[float]],
         last_trouble: float,
         closed: bool = False,
+        configured: SchedulerSettings | None = None,
     ) -> LeaderOutcome:
-        """Reap, release idle, expire, age, refresh estimates and mark — fenced.
+        """Reap, release idle, expire, age, refresh estimates, size and mark — fenced.
+
+        ``settings`` are those in force; ``configured`` the operator's, whose bounds
+        the self-sizing slots keep (ADR 0038; the same when the count is fixed).
 
         ``now`` and ``last_trouble`` are queue time (the scheduler's clock).
         ``local_seconds`` is this process's ``PeakRateMeter.complete_seconds(now)``,
         added to the other processes' seconds for the fleet's rate (ADR 0027).
         """
+        self._configured = configured or settings
         if not await self._fold(conn):
             return LeaderOutcome(0, 0, ())
         # The round cleanup's age on queue time too, like every decision of the tick.
@@ -191,7 +192,7 @@ class QueueLeader:
             if real >= self._next_round_cleanup:
                 self._next_round_cleanup = real + ROUND_CLEANUP_SECONDS
                 await conn.execute(tick_sql.FORGET_OLD_ROUNDS)
-            shape = await _count_shape(conn)
+            shape = await count_shape(conn)
             last_writes.append(
                 (sql.STORE_SHAPE, (list(shape.lengths), shape.waiting_bytes, shape.sessions))
             )
@@ -305,6 +306,9 @@ class QueueLeader:
             local_seconds=local[1],
         )
         rate = reading.rate.bytes_per_second
+        configured = self._configured or settings
+        sized = await self._sizing.step(conn, configured, now, waiting, active_rows, reading)
+        last_writes.append(sized)
         per_session = rate / max(1, len(active_rows))
         remaining = [_remaining(row) for row in active_rows]
         soon = soon_interactive = active_interactive = 0
@@ -491,10 +495,3 @@ async def _caught_up_passes(conn: asyncpg.Connection, idle_classes: Sequence[int
     row = await conn.fetchrow(tick_sql.PASSES_AND_GLOBAL)
     passes = [float(value) for value in row["passes"]]
     return caught_up(passes, idle_classes, float(row["global_pass"]))
-
-
-async def _count_shape(conn: asyncpg.Connection) -> QueueShape:
-    row = await conn.fetchrow(sql.QUEUE_SHAPE)
-    return QueueShape(
-        tuple(int(n) for n in row["lengths"]), float(row["waiting_bytes"]), int(row["sessions"])
-    )

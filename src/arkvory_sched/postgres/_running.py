@@ -28,12 +28,17 @@ OTHER_PROCESSES_RECHECK_SECONDS = 1.0
 class Running:
     """The process's settings in force, its windows' verdict, closing and change signal."""
 
-    __slots__ = ("_changed", "_clock", "_gate", "_slot_free", "_snapshots", "closed", "settings")
+    __slots__ = ("_changed", "_clock", "_gate", "_slot_free", "_snapshots", "closed",
+                 "configured", "settings", "sizing_reason")  # fmt: skip
 
     def __init__(
         self, settings: SchedulerSettings, clock: Clock, snapshots: QueueSnapshots
     ) -> None:
+        # The settings in force: the operator's, with ``sessions`` at the count the
+        # leader published under automatic sizing (ADR 0038), and the operator's own.
         self.settings = settings
+        self.configured = settings
+        self.sizing_reason: str | None = None
         self.closed = False
         self._clock = clock
         self._snapshots = snapshots

@@ -10,6 +10,7 @@ from .._exceptions import StoreUnavailableError
 from .._model import (
     ClassStats,
     SchedulerStats,
+    SlotSizingState,
 )
 from .._request_admission import RequestAdmission
 from ..policy import (
@@ -100,8 +101,14 @@ class Statistics:
             # As in memory: every waiting byte and what active sessions have left, on the
             # whole link (the queue as stored, not a snapshot a tick may have dropped).
             empty_in = (waiting_bytes + left) / rate.bytes_per_second
-        settings = self._running.settings
+        settings, configured = self._running.settings, self._running.configured
+        sizing = None
+        if configured.min_sessions is not None and configured.automatic_sessions:
+            sizing = SlotSizingState(
+                configured.min_sessions, configured.sessions, self._running.sizing_reason
+            )
         stats = SchedulerStats(
+            slot_sizing=sizing,
             strategy=settings.strategy.value,
             admission="per-request" if settings.strategy is Strategy.SHARED else "session",
             sessions_limit=settings.sessions,

@@ -266,8 +266,24 @@ FIELDS: Final[tuple[SettingField, ...]] = (
         variable="ARKVORY_MAX_DOWNLOAD_SESSIONS",
         parse=parse_integer,
         default_text="= `ARKVORY_MAX_DOWNLOADS`",
-        meaning="session slots: downloads of large objects served at once (1–65536)",
+        meaning="session slots: downloads of large objects served at once (1–65536); "
+        "the maximum when `ARKVORY_MIN_DOWNLOAD_SESSIONS` is set",
         falls_back_to="max_downloads",
+    ),
+    SettingField(
+        name="min_sessions",
+        scope=Scope.OPERATOR,
+        # Unset is the fixed count of today, so no rule derives it; set, it is a floor
+        # under ``sessions``, and a floor above the ceiling could never be met.
+        check=_optional(
+            _whole(1, lambda earlier: earlier.sessions, " of slots", why=" (sessions)")
+        ),
+        variable="ARKVORY_MIN_DOWNLOAD_SESSIONS",
+        parse=parse_integer,
+        default_text="unset: fixed at `sessions`",
+        meaning="set (1 to `sessions`): the slots size themselves between this and "
+        "`sessions` (ADR 0038); unset: always `sessions`",
+        depends_on="sessions",
     ),
     SettingField(
         name="reserve",

@@ -58,7 +58,8 @@ class SchedulerSettings:
     """Everything the scheduler reads to decide, already checked and fully resolved.
 
     Construct with keywords; pass ``None`` for ``reserve``, ``per_principal`` or
-    ``hold_seconds`` (or leave them out) to have them derived. Invalid values raise
+    ``hold_seconds`` (or leave them out) to have them derived; ``None`` for
+    ``min_sessions`` or ``bandwidth`` is "not set", not a rule. Invalid values raise
     :class:`SettingsError` naming the field. Instances are immutable: a change is a new
     object from :meth:`with_changes`, handed to ``DownloadScheduler.configure``.
     (``dataclasses.replace`` works too, but turns every derived value into an explicit
@@ -70,6 +71,7 @@ class SchedulerSettings:
     # Operator settings (R-SET-1): may change at run time.
     strategy: Strategy
     sessions: int
+    min_sessions: int | None
     reserve: int
     per_principal: int
     weights: tuple[int, int, int, int]
@@ -101,6 +103,7 @@ class SchedulerSettings:
         *,
         strategy: Strategy | str = Strategy.ORDERED,
         sessions: int = 16,
+        min_sessions: int | None = None,
         reserve: int | None = None,
         per_principal: int | None = None,
         weights: Sequence[int] = (8, 4, 2, 1),
@@ -151,6 +154,18 @@ class SchedulerSettings:
         return base_class_of(self._admission_rules, principal, kind, given)
 
     @property
+    def automatic_sessions(self) -> bool:
+        """Whether the number of slots in use sizes itself, between ``min_sessions`` and
+        ``sessions`` (ADR 0038).
+
+        Only a range with room in it sizes anything: ``min_sessions`` equal to
+        ``sessions`` is a fixed count, the same as leaving it unset, so a scheduler
+        that asks this need not also tell the two apart (and a ``sessions`` lowered
+        onto the minimum, R-SET-2, quietly returns to a fixed count).
+        """
+        return self.min_sessions is not None and self.min_sessions < self.sessions
+
+    @property
     def admission_rules(self) -> AdmissionRules:
         """What the policy reads to plan a request (``policy.plan_request``)."""
         return self._admission_rules
@@ -194,12 +209,13 @@ class SchedulerSettings:
     def with_changes(self, **changes: object) -> SchedulerSettings:
         """These settings with some fields changed, by the rules of R-SET-2.
 
-        A change of ``sessions`` that does not also set ``reserve`` or
-        ``per_principal`` lowers them as far as needed to fit — never raises them, so
-        an operator never finds more reserved or per-principal slots than they chose.
-        Derived values are lowered to the rule for the new ``sessions`` (no reserve
-        below four slots); explicit ones to the largest value that still fits.
-        ``None`` for a derivable field returns it to its rule. ``weights`` is always
+        A change of ``sessions`` that does not also set ``reserve``,
+        ``per_principal`` or ``min_sessions`` lowers them as far as needed to fit —
+        never raises them, so an operator never finds more reserved, per-principal or
+        minimum slots than they chose. Derived values are lowered to the rule for the
+        new ``sessions`` (no reserve below four slots); explicit ones to the largest
+        value that still fits. ``None`` for a derivable field returns it to its rule;
+        for ``min_sessions`` it is "not set" (a fixed count). ``weights`` is always
         all four.
         """
         for name in changes:
@@ -221,6 +237,10 @@ class SchedulerSettings:
             if "per_principal" not in changes:
                 fit = derived_per_principal(sessions) if "per_principal" in derived else sessions
                 values["per_principal"] = min(self.per_principal, fit)
+            if "min_sessions" not in changes and self.min_sessions is not None:
+                # A floor above the new ceiling is lowered onto it: a fixed count,
+                # never a raised floor and never a setting silently dropped.
+                values["min_sessions"] = min(self.min_sessions, sessions)
         for setting in FIELDS:
             if setting.name in derived and setting.scope is not Scope.OPERATOR:
                 # Only an operator's choices are never silently raised; a derived

@@ -8,8 +8,10 @@
 
 import { el } from "./format.js";
 
-const INTEGER = new Set(["sessions", "reserve", "perPrincipal", "sessionMinBytes", "rangesPerSession"]);
+const INTEGER = new Set(["sessions", "minSessions", "reserve", "perPrincipal", "sessionMinBytes", "rangesPerSession"]);
 const DECIMAL = new Set(["idleSeconds", "agingMinutes"]);
+// Fields whose empty input means "not set" (sent as null), not a number left out.
+const OPTIONAL = new Set(["minSessions"]);
 
 function text(control) {
   return control.type === "checkbox" ? String(control.checked) : control.value;
@@ -26,7 +28,7 @@ function parsed(name, control) {
   if (control.type === "checkbox") return control.checked;
   const raw = control.value.trim();
   if (INTEGER.has(name) || DECIMAL.has(name) || name === "weights") {
-    if (raw === "") return raw;
+    if (raw === "") return OPTIONAL.has(name) ? null : raw;
     const number = Number(raw);
     return Number.isFinite(number) ? number : raw;
   }
@@ -150,5 +152,6 @@ export class ScalarFields {
 }
 
 function shownValue(value) {
+  if (value === null || value === undefined) return "unset"; // an optional field (OPTIONAL)
   return Array.isArray(value) ? value.join(", ") : String(value);
 }

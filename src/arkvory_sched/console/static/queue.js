@@ -86,11 +86,21 @@ function idleFigure(state) {
   return figure("Idle while waiting", duration(idle.slotSeconds), `${now} · ${longest}`, "idle");
 }
 
+/** Under the slots: the paused sessions, and, while the count sizes itself
+ * (ADR 0038), its bounds and why it stands where it is. */
+function slotsNote(state) {
+  const paused = `${state.paused} paused`;
+  const sizing = state.slotSizing;
+  if (!sizing) return paused;
+  const why = sizing.reason ? `: ${sizing.reason.replaceAll("-", " ")}` : "";
+  return `${paused} · automatic ${sizing.minimum}–${sizing.maximum}${why}`;
+}
+
 /** The headline figures. */
 export function renderFigures(container, state, now) {
   fill(
     container,
-    figure("Slots in use", `${state.active} / ${state.sessions}`, `${state.paused} paused`, "slots"),
+    figure("Slots in use", `${state.active} / ${state.sessions}`, slotsNote(state), "slots"),
     idleFigure(state),
     figure("Waiting", String(state.waiting), `strategy ${state.strategy}`, "waiting"),
     figure("Delivery rate", rate(state.deliveryRate), "the rate the forecast uses", "rate"),

@@ -236,13 +236,15 @@ function findControl(controls, pointer) {
   return null;
 }
 
-/** "weights: 8, 4, 2, 1 → 8, 6, 2, 1" for each setting that differs. */
+/** "weights: 8, 4, 2, 1 → 8, 6, 2, 1" for each setting that differs. These are values in
+ * force, so a null is an optional setting left unset (minSessions), not "the environment". */
 export function diff(before, after) {
   const lines = [];
+  const show = (value, name) => (value === null ? "unset" : shown(value, name));
   for (const name of Object.keys({ ...before, ...after })) {
     const a = JSON.stringify(before[name]);
     const b = JSON.stringify(after[name]);
-    if (a !== b) lines.push(`${name}: ${shown(before[name], name)} → ${shown(after[name], name)}`);
+    if (a !== b) lines.push(`${name}: ${show(before[name], name)} → ${show(after[name], name)}`);
   }
   return lines;
 }

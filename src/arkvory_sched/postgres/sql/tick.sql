@@ -174,7 +174,7 @@ WHERE session_key = ANY($1::bytea[]) AND state = 0
 -- `covered`: what is sent of the download, responses still running included (ADR 0033).
 -- Where the download starts: as its delivered ranges say, else as its first request
 -- did (`start_hint`, issue #28: a resume's one long response is half the object).
-SELECT d.base_class, d.principal, d.object_size, d.yield_requested,
+SELECT d.base_class, d.principal, d.object_size, d.yield_requested, d.slot_since,
        coalesce(d.start_offset, d.start_hint) AS start_offset,
        least({covered_bytes} + {in_flight_bytes},
              d.object_size - coalesce(d.start_offset, d.start_hint, 0)) AS covered
@@ -275,3 +275,12 @@ FROM download_session
 WHERE state = 0 AND queue_rank = $1
 ORDER BY place
 LIMIT $2
+
+-- name: store_sessions_in_force
+-- The count of slots in force and why (ADR 0038), or NULL for a fixed count: one of
+-- the tick's last writes.
+UPDATE queue_state SET sessions_in_force = $1, sizing_reason = $2
+
+-- name: sessions_in_force
+-- What every process's claims take as `sessions` (ADR 0038); NULL: the settings'.
+SELECT sessions_in_force, sizing_reason FROM queue_state

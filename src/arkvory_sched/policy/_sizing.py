@@ -1,0 +1,223 @@
+"""Slots that size themselves (issue #30, ADR 0038).
+
+The right number of session slots depends on the clients. Fast clients fill the link
+with few slots, and every slot more splits the link and pushes every finish later.
+Clients limited on their own side (a thin line, a slow disk) leave the link part empty
+however it is shared, and hold their slots the longer: only more slots keep the link
+full and the queue moving. Under ``min_sessions`` the count moves between the
+operator's bounds, one slot per step, by what the link carries and who holds the slots:
+
+* **Spare link:** someone waits, every slot is held, and the link carries less than
+  :data:`SPARE_SHARE` of its capacity: one slot more.
+* **Limited clients:** someone waits, every slot is held, and fewer than
+  :data:`HEADROOM` slots are held by sessions their clients do not limit
+  (:func:`client_limited`): one slot more, for the session that fills the link.
+* **Saturated:** the link carries :data:`SATURATED_SHARE` of its capacity or more and
+  there are more slots than the limited sessions and the headroom: one slot fewer,
+  once the slots held are no more than the count, so the count falls as sessions
+  finish and never takes a slot from a running download.
+* **In between, or too soon:** hold (hysteresis, :data:`STEP_SECONDS` between steps,
+  no step down sooner than :data:`TURN_SECONDS` after a step up, and a change of
+  direction at most once per :data:`TURN_SECONDS`: under a steady load the count
+  settles instead of swinging).
+
+The capacity is the configured link rate, or else the store's measured rate (the peak
+of its busy seconds, ADR 0034): a crowd in which no client has shown the link's rate
+for a minute cannot show spare link, and only the limited-clients rule opens slots.
+
+The controller is a pure function of its state and one reading, on the caller's
+clock: the same readings give the same counts in every store.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from enum import StrEnum
+from typing import NamedTuple
+
+__all__ = [
+    "DELIVERY_SECONDS",
+    "HEADROOM",
+    "LIMITED_SHARE",
+    "RATE_AGE_SECONDS",
+    "SATURATED_SHARE",
+    "SPARE_SHARE",
+    "STEP_SECONDS",
+    "TURN_SECONDS",
+    "SizingReading",
+    "SizingReason",
+    "SlotSizing",
+    "client_limited",
+    "size_slots",
+    "start_sizing",
+]
+
+STEP_SECONDS = 1.0
+"""Least time between two steps: a slot opened is taken within a second by a waiter at
+the door, and its delivery shows in the next complete seconds."""
+TURN_SECONDS = 60.0
+"""Least time from a step up to a step down: under a steady load the count settles
+instead of swinging (issue #30)."""
+SPARE_SHARE = 0.90
+"""Below this share of the capacity, with every slot held and someone waiting, the
+link has room that only another slot can use."""
+SATURATED_SHARE = 0.97
+"""At or above this share the link is full: a slot more only splits it. The band to
+:data:`SPARE_SHARE` is wider than the few per cent a delivery reading scatters."""
+DELIVERY_SECONDS = 2
+"""The complete seconds a reading's delivery is the mean of: a slot opened at one step
+has delivered through them by the next."""
+HEADROOM = 2
+"""Slots beyond those the clients limit: one unlimited session fills what the limited
+ones leave of the link, one more keeps it full across a handover."""
+LIMITED_SHARE = 0.5
+"""A session taking less than this share of an equal share of the capacity is limited
+by its client, not by the link: its slot carries less than a slot could."""
+RATE_AGE_SECONDS = 0.5
+"""Least time a session has held its slot before its rate is read: its first tenths of
+a second are its request's way, not its pace."""
+
+
+class SizingReason(StrEnum):
+    """Why the count is where it is: shown to operators, logged when it turns."""
+
+    START = "start"
+    """At the minimum, nothing read yet."""
+    SPARE = "spare-link"
+    """The link had room while every slot was held and someone waited."""
+    LIMITED = "clients-limited"
+    """Slots are held by sessions their clients limit, and someone waits: one slot more
+    for a session that fills the link."""
+    SATURATED = "saturated"
+    """The link is full: the count falls back as sessions finish."""
+    AT_MAXIMUM = "at-maximum"
+    AT_MINIMUM = "at-minimum"
+
+
+class SizingReading(NamedTuple):
+    """What the store sees at a tick."""
+
+    now: float
+    waiting: bool
+    """Someone waits for a slot."""
+    active: int
+    """Slots held now."""
+    delivery: float
+    """Bytes per second the link carried over the last :data:`DELIVERY_SECONDS`."""
+    capacity: float
+    """What the link can carry, in bytes per second: the configured rate, else the
+    measured one; 0.0 while neither is known."""
+    limited: int = 0
+    """Active sessions their clients limit (:func:`client_limited`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SlotSizing:
+    """The controller's state: the count in force and what it remembers."""
+
+    count: int
+    reason: SizingReason
+    stepped_at: float
+    """When the count last changed (or the controller started)."""
+    raised_at: float = float("-inf")
+    """When the count last rose: it falls no sooner than :data:`TURN_SECONDS` after."""
+    direction: int = 0
+    """+1 or -1: the last step's; 0 before any."""
+    turned_at: float = float("-inf")
+    """When the count last changed direction: it changes again no sooner than
+    :data:`TURN_SECONDS` after."""
+    limited_seen: int = 0
+    """The most sessions read as client-limited within the last :data:`TURN_SECONDS`:
+    a reading scatters as fast sessions come and go, and the count falls only below
+    what the slow ones have needed for a minute."""
+    limited_seen_at: float = float("-inf")
+
+
+def client_limited(rates: Sequence[float | None], capacity: float) -> int:
+    """How many of the active sessions their clients limit, from each one's rate
+    (bytes per second over the time it has held its slot; ``None`` for one too new to
+    read, :data:`RATE_AGE_SECONDS`): those below :data:`LIMITED_SHARE` of the fastest.
+
+    On a shared link the sessions nothing limits get the same share, the highest; a
+    session below half of it takes what its client can. A fast session is often too
+    new to read (a 40 MB download at 40 MB/s lasts a second), so the sessions not read
+    yet are taken to share what the read ones leave of ``capacity``.
+    """
+    read = [rate for rate in rates if rate is not None]
+    unread = len(rates) - len(read)
+    top = max(read, default=0.0)
+    if unread and capacity > 0:
+        top = max(top, (capacity - sum(read)) / unread)
+    return sum(1 for rate in read if rate < LIMITED_SHARE * top)
+
+
+def start_sizing(minimum: int, now: float) -> SlotSizing:
+    """The state of a controller that starts now: the fewest slots. A fast crowd is
+    best served by few, and a slow one shows within seconds."""
+    return SlotSizing(minimum, SizingReason.START, now)
+
+
+def size_slots(state: SlotSizing, reading: SizingReading, minimum: int, maximum: int) -> SlotSizing:
+    """The state after ``reading``: the count moved by at most one, within
+    ``minimum``..``maximum`` (the operator's bounds, which may have changed)."""
+    bounded = min(max(state.count, minimum), maximum)
+    if bounded != state.count:
+        reason = SizingReason.AT_MINIMUM if bounded == minimum else SizingReason.AT_MAXIMUM
+        return replace(state, count=bounded, reason=reason, stepped_at=reading.now)
+    if reading.limited >= state.limited_seen or (
+        reading.now - state.limited_seen_at >= TURN_SECONDS
+    ):
+        state = replace(state, limited_seen=reading.limited, limited_seen_at=reading.now)
+    if reading.now - state.stepped_at < STEP_SECONDS:
+        return state
+    count, capacity = state.count, reading.capacity
+    full = reading.waiting and reading.active >= count
+    target = min(maximum, max(minimum, reading.limited + HEADROOM))
+    if full and count < maximum and _may_turn(state, +1, reading.now):
+        if capacity > 0 and reading.delivery < SPARE_SHARE * capacity:
+            return _step(state, +1, SizingReason.SPARE, reading.now)
+        if count < target:
+            return _step(state, +1, SizingReason.LIMITED, reading.now)
+    saturated = capacity > 0 and reading.delivery >= SATURATED_SHARE * capacity
+    if (
+        saturated
+        and count > max(target, state.limited_seen + HEADROOM)
+        and reading.active <= count
+        and reading.now - state.raised_at >= TURN_SECONDS
+        and _may_turn(state, -1, reading.now)
+    ):
+        return _step(state, -1, SizingReason.SATURATED, reading.now)
+    at_bound = (
+        SizingReason.AT_MAXIMUM
+        if full and count >= maximum
+        else SizingReason.AT_MINIMUM
+        if saturated and count <= minimum
+        else None
+    )
+    if at_bound is not None and state.reason is not at_bound:
+        return replace(state, reason=at_bound)
+    return state
+
+
+def _step(state: SlotSizing, direction: int, reason: SizingReason, now: float) -> SlotSizing:
+    turned = state.direction not in (0, direction)  # a step back the other way
+    return replace(
+        state,
+        count=state.count + direction,
+        reason=reason,
+        stepped_at=now,
+        raised_at=now if direction > 0 else state.raised_at,
+        direction=direction,
+        turned_at=now if turned else state.turned_at,
+    )
+
+
+def _may_turn(state: SlotSizing, direction: int, now: float) -> bool:
+    """A step in ``direction`` keeps the count from swinging: the same way as the last
+    step, or the last change of direction a :data:`TURN_SECONDS` ago."""
+    return (
+        direction == state.direction
+        or not state.direction
+        or (now - state.turned_at >= TURN_SECONDS)
+    )

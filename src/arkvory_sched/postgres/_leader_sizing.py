@@ -1,0 +1,92 @@
+"""The leader's self-sizing slots: the fleet's count in force (issue #30, ADR 0038).
+
+The leader runs the one controller of the policy (through :class:`SlotSizer`, as the
+in-memory store does) on what the fleet carries: the processes' summed seconds, the
+held slots' sessions and whether anyone waits. The count goes out with the tick's last
+writes, fenced like the rest of it; every process takes it as ``sessions`` for its
+claims at its next tick (:meth:`FleetSizing.in_force`), and a new leader starts from
+it, so a failover neither resets the count nor runs two controllers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import asyncpg
+
+from .._slot_sizer import SlotSizer
+from ..policy import RATE_AGE_SECONDS, SizingReading, client_limited
+from ..settings import SchedulerSettings
+from . import _sql_tick as tick_sql
+from ._estimate_inputs import RateReading
+
+__all__ = ["FleetSizing"]
+
+
+class FleetSizing:
+    """The controller's state while this process leads, and its step at each tick."""
+
+    __slots__ = ("_sizer",)
+
+    def __init__(self) -> None:
+        self._sizer: SlotSizer | None = None
+
+    def forget(self) -> None:
+        """No longer the leader: the next leadership starts from the published count."""
+        self._sizer = None
+
+    async def step(
+        self,
+        conn: asyncpg.Connection,
+        configured: SchedulerSettings,
+        now: float,
+        waiting: int,
+        active_rows: Sequence[asyncpg.Record],
+        reading: RateReading,
+    ) -> tuple[str, tuple[object, ...]]:
+        """One reading: ``waiting`` sessions, the held slots' ``active_rows``
+        (``ACTIVE_FOR_ESTIMATE``) and the tick's rate ``reading``; the tick's last write
+        that publishes the count (``NULL`` for a fixed one)."""
+        sizer = self._sizer
+        if sizer is None:
+            sizer = self._sizer = SlotSizer(configured, now)
+            row = await conn.fetchrow(tick_sql.SESSIONS_IN_FORCE)
+            if row["sessions_in_force"] is not None:
+                sizer.configure(configured, now, count=row["sessions_in_force"])
+        elif sizer.configured is not configured:
+            sizer.configure(configured, now)
+        if sizer.state is None:
+            return tick_sql.STORE_SESSIONS_IN_FORCE, (None, None)
+        rate = reading.rate
+        capacity = rate.bytes_per_second if rate.known else 0.0
+        rates = [_rate_of(row, now) for row in active_rows]
+        limited = client_limited(rates, capacity)
+        sizer.step(
+            SizingReading(now, waiting > 0, len(active_rows), reading.recent, capacity, limited)
+        )
+        state = sizer.state
+        assert state is not None
+        return tick_sql.STORE_SESSIONS_IN_FORCE, (state.count, state.reason.value)
+
+    @staticmethod
+    async def in_force(
+        conn: asyncpg.Connection, configured: SchedulerSettings
+    ) -> tuple[SchedulerSettings, str | None]:
+        """The settings this process's claims run on: the operator's, with the count
+        the leader published (within the operator's bounds), and why it is there."""
+        row = await conn.fetchrow(tick_sql.SESSIONS_IN_FORCE)
+        count = row["sessions_in_force"]
+        if count is None or configured.min_sessions is None or not configured.automatic_sessions:
+            return configured, None
+        count = min(max(count, configured.min_sessions), configured.sessions)
+        if count == configured.sessions:
+            return configured, row["sizing_reason"]
+        return configured.with_changes(sessions=count), row["sizing_reason"]
+
+
+def _rate_of(row: asyncpg.Record, now: float) -> float | None:
+    """A held slot's session's rate since it took the slot; ``None`` while too new."""
+    since: float | None = row["slot_since"]
+    if since is None or now - since < RATE_AGE_SECONDS:
+        return None
+    return float(row["covered"]) / (now - since)

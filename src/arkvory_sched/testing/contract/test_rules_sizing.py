@@ -1,0 +1,126 @@
+"""Slots that size themselves, on every implementation (issue #30, ADR 0038).
+
+* Under ``min_sessions`` the count in force starts at the minimum; while someone waits,
+  every slot is held and the link carries less than it can, it rises one slot a step,
+  never above ``sessions``.
+* A saturated link lets the count fall as sessions finish: no running download loses
+  its slot, and nobody is admitted while more are held than the count.
+* A fixed count (no ``min_sessions``) reports no sizing and keeps its count.
+
+Stores may size the slots at the tick (PostgreSQL's leader): each test ticks as time
+passes, as a running server does, and reports what the holders send.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from arkvory_sched import Admitted, Delivered, DownloadScheduler, Queued
+from arkvory_sched.policy import STEP_SECONDS, TURN_SECONDS
+from arkvory_sched.testing import FakeClock, MakeScheduler, contract_settings
+
+from ._requests import MIB, admitted, big, queued
+
+pytestmark = pytest.mark.anyio
+
+LINK = 10 * MIB
+SIZE = 4_000 * MIB  # holders that outlast every test
+
+
+async def _run(
+    scheduler: DownloadScheduler,
+    clock: FakeClock,
+    holders: list[Admitted],
+    seconds: float,
+    each_per_second: float,
+) -> None:
+    """``seconds`` of ticks every half second, each holder sending ``each_per_second``."""
+    for _ in range(round(seconds * 2)):
+        clock.advance(0.5)
+        for holder in holders:
+            await scheduler.progress(holder.grant, round(each_per_second / 2))
+        await scheduler.tick()
+
+
+async def test_slots_open_one_a_step_for_clients_that_leave_the_link_room(
+    make_scheduler: MakeScheduler, clock: FakeClock
+) -> None:
+    settings = contract_settings(sessions=4, bandwidth=LINK).with_changes(min_sessions=2)
+    scheduler = await make_scheduler(settings)
+    await scheduler.tick()
+    stats = await scheduler.stats()
+    assert stats.sessions_limit == 2
+    assert stats.slot_sizing is not None
+    assert (stats.slot_sizing.minimum, stats.slot_sizing.maximum) == (2, 4)
+    holders = [await admitted(scheduler, big(f"slow-{n}", f"dl-s{n}", size=SIZE)) for n in range(2)]
+    waiters = [big(f"waiter-{n}", f"dl-w{n}", size=SIZE) for n in range(3)]
+    told = [await queued(scheduler, waiter) for waiter in waiters]
+    # Two slow clients carry a tenth of the link while three wait.
+    await _run(scheduler, clock, holders, 2 * STEP_SECONDS + 1.0, LINK / 20)
+    stats = await scheduler.stats()
+    assert stats.sessions_limit == 3, stats.sessions_limit
+    assert stats.slot_sizing is not None and stats.slot_sizing.reason == "spare-link"
+    first = await scheduler.admit(replace(waiters[0], ticket=told[0].ticket))
+    assert isinstance(first, Admitted), first
+    holders.append(first)
+    await _run(scheduler, clock, holders, 2 * STEP_SECONDS + 1.0, LINK / 20)
+    second = await scheduler.admit(replace(waiters[1], ticket=told[1].ticket))
+    assert isinstance(second, Admitted), second
+    holders.append(second)
+    # Never above the maximum, however much room the link has.
+    await _run(scheduler, clock, holders, 4 * STEP_SECONDS, LINK / 20)
+    stats = await scheduler.stats()
+    assert stats.sessions_limit == 4
+    third = await scheduler.admit(replace(waiters[2], ticket=told[2].ticket))
+    assert isinstance(third, Queued), third
+    for holder in holders:
+        await scheduler.report(holder.grant, Delivered(None))
+
+
+async def test_a_saturated_link_lets_the_count_fall_as_sessions_finish(
+    make_scheduler: MakeScheduler, clock: FakeClock
+) -> None:
+    settings = contract_settings(sessions=3, bandwidth=LINK).with_changes(min_sessions=2)
+    scheduler = await make_scheduler(settings)
+    await scheduler.tick()
+    holders = [
+        await admitted(scheduler, big(f"holder-{n}", f"dl-h{n}", size=SIZE)) for n in range(2)
+    ]
+    waiter = big("waiter", "dl-w", size=SIZE)
+    told = await queued(scheduler, waiter)
+    await _run(scheduler, clock, holders, 2 * STEP_SECONDS + 1.0, LINK / 20)
+    holders.append(await admitted(scheduler, replace(waiter, ticket=told.ticket)))
+    assert (await scheduler.stats()).sessions_limit == 3
+    late = big("late", "dl-late", size=SIZE)
+    late_told = await queued(scheduler, late)
+    # The clients speed up and fill the link; a minute later the count falls by one,
+    # and all three keep their slots.
+    await _run(scheduler, clock, holders, TURN_SECONDS + 2 * STEP_SECONDS, LINK / 3)
+    stats = await scheduler.stats()
+    assert stats.sessions_limit == 2, stats.sessions_limit
+    assert stats.active == 3
+    assert stats.slot_sizing is not None and stats.slot_sizing.reason == "saturated"
+    for holder in holders:
+        await scheduler.progress(holder.grant, MIB)  # still theirs
+    # One finishes: two held, two in force, nobody admitted.
+    await scheduler.report(holders.pop().grant, Delivered(None))
+    await _run(scheduler, clock, holders, 1.0, LINK / 2)
+    refused = await scheduler.admit(replace(late, ticket=late_told.ticket))
+    assert isinstance(refused, Queued), refused
+    for holder in holders:
+        await scheduler.report(holder.grant, Delivered(None))
+
+
+async def test_a_fixed_count_reports_no_sizing_and_keeps_its_count(
+    make_scheduler: MakeScheduler, clock: FakeClock
+) -> None:
+    scheduler = await make_scheduler(contract_settings(sessions=3, bandwidth=LINK))
+    holders = [await admitted(scheduler, big(f"slow-{n}", f"dl-s{n}", size=SIZE)) for n in range(3)]
+    await queued(scheduler, big("waiter", "dl-w", size=SIZE))
+    await _run(scheduler, clock, holders, 4 * STEP_SECONDS, LINK / 20)
+    stats = await scheduler.stats()
+    assert (stats.sessions_limit, stats.slot_sizing) == (3, None)
+    for holder in holders:
+        await scheduler.report(holder.grant, Delivered(None))
