@@ -12,7 +12,9 @@ so the disk is never the bottleneck.
 
 Run: ``python -m benchmarks._gate_crowd SPEC OUT.json`` where the JSON spec holds
 ``url``, ``token``, ``origin`` (epoch seconds), ``arrivals``, ``directory`` and
-``range_size`` (the SDK's ``chunk_size``: the bytes each request asks for).
+``range_size`` (the SDK's ``chunk_size``: the bytes each request asks for), and may hold
+``limit_rate``: the bytes per second each response is read at, at most (a site behind a
+thin line, issue #30), as ``curl --limit-rate`` paces its reads.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import json
 import shutil
 import sys
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -76,12 +79,49 @@ async def _one(client: AsyncClient, spec: dict[str, Any], index: int) -> dict[st
     return record
 
 
+class _Paced(httpx.AsyncByteStream):
+    """A response body read no faster than ``rate`` bytes per second: the reader sleeps
+    until each chunk is due, so the server's send buffer fills and TCP slows the sender,
+    as behind a thin line."""
+
+    def __init__(self, stream: httpx.AsyncByteStream, rate: float) -> None:
+        self._stream, self._rate = stream, rate
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        began, read = time.monotonic(), 0
+        async for chunk in self._stream:
+            read += len(chunk)
+            await asyncio.sleep(max(0.0, began + read / self._rate - time.monotonic()))
+            yield chunk
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
+
+
+class _PacedTransport(httpx.AsyncBaseTransport):
+    def __init__(self, rate: float) -> None:
+        self._inner, self._rate = httpx.AsyncHTTPTransport(), rate
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        response = await self._inner.handle_async_request(request)
+        assert isinstance(response.stream, httpx.AsyncByteStream)
+        response.stream = _Paced(response.stream, self._rate)
+        return response
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
 async def _main(spec: dict[str, Any], out: str) -> None:
     Path(spec["directory"]).mkdir(parents=True, exist_ok=True)
     limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
     headers = {"Authorization": f"Bearer {spec['token']}"}
+    paced = spec.get("limit_rate")
+    transport = None if paced is None else _PacedTransport(float(paced))
     async with (
-        httpx.AsyncClient(headers=headers, limits=limits, timeout=60.0) as http,
+        httpx.AsyncClient(
+            headers=headers, limits=limits, timeout=60.0, transport=transport
+        ) as http,
         AsyncClient(http=http, chunk_size=spec["range_size"]) as client,
     ):
         records = await asyncio.gather(

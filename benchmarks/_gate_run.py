@@ -76,13 +76,21 @@ def server_env(workload: Workload, common_practice: bool) -> dict[str, str]:
 
 
 async def sdk_crowd(
-    workload: Workload, fleet: Fleet, url: str, origin: float, arrivals: list[float]
+    workload: Workload,
+    fleet: Fleet,
+    url: str,
+    origin: float,
+    arrivals: list[float],
+    limit_rates: dict[int, float] | None = None,
 ) -> list[dict[str, Any]]:
-    """Run the SDK client processes, each with every ``processes``-th arrival; their records."""
-    n, outs = workload.processes, []
+    """Run the SDK client processes, each with every ``processes``-th arrival; their
+    records, each with its process's ``limit_rate`` (``None``: not paced). Process ``i``
+    reads each response at ``limit_rates[i]`` bytes per second if given (issue #30)."""
+    n, outs, paced = workload.processes, [], limit_rates or {}
     for i in range(n):
         spec = {"url": url, "token": TOKEN, "origin": origin, "arrivals": arrivals[i::n]}
         spec["range_size"] = workload.range_size
+        spec["limit_rate"] = paced.get(i)
         spec["directory"] = f"/dev/shm/arkvory-gate-{i}-{origin:.0f}"
         outs.append(fleet.work / f"records-{i}.json")
         fleet.clients.append(
@@ -92,7 +100,11 @@ async def sdk_crowd(
         )
     while any(process.poll() is None for process in fleet.clients):
         await asyncio.sleep(0.5)
-    return [record for out in outs for record in json.loads(out.read_text())]
+    return [
+        {**record, "limit_rate": paced.get(i)}
+        for i, out in enumerate(outs)
+        for record in json.loads(out.read_text())
+    ]
 
 
 async def _kill_leader(fleet: Fleet, sampler: Sampler, at: float) -> dict[str, Any]:

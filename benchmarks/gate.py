@@ -49,6 +49,7 @@ from benchmarks._gate_fleet import Fleet
 from benchmarks._gate_mixed import MIX, mixed_section, mixed_targets, run_mixed
 from benchmarks._gate_report import Figures, figures, report_section, targets
 from benchmarks._gate_run import MIB, Workload, run_fleet, sdk_crowd, server_env
+from benchmarks._gate_sizing import run_sizing_gate, sizing_section
 from benchmarks._machine import cpu_count, cpu_model, load_average
 from benchmarks._report import write_section
 
@@ -59,7 +60,7 @@ from benchmarks._report import write_section
 FULL = Workload(900, 8 * MIB, 40 * MIB, 9, 10.0, 4, MIB, fault_at=70.0)
 QUICK = Workload(120, 8 * MIB, 40 * MIB, 9, 4.0, 2, MIB, fault_at=12.0)
 CONFIGS = ("memory", "postgres", "haproxy")
-CROWDS = ("all", "sdk", "mixed")
+CROWDS = ("all", "sdk", "mixed", "sizing")
 Section = tuple[str, list[tuple[str, bool, str]]]
 _PORTS = {"memory": 18600, "postgres": 18620, "haproxy": 18640}
 
@@ -93,18 +94,37 @@ async def _sdk(args: argparse.Namespace, workload: Workload, files: Path, root: 
     return report_section(workload, results, verdicts, _command(), machine, started), verdicts
 
 
+def _machine() -> str:
+    return f"{cpu_count()} CPUs ({cpu_model()}), load before the run {load_average()}"
+
+
+def _each_store(args: argparse.Namespace, flags: tuple[bool, bool]) -> list[tuple[str, bool]]:
+    """Each store asked for (memory, postgres) with each of two ``flags``, in order."""
+    stores = [name for name in args.configs.split(",") if name in ("memory", "postgres")]
+    return [(name, flag) for name in stores for flag in flags]
+
+
 async def _mixed(args: argparse.Namespace, workload: Workload, files: Path, root: Path) -> Section:
     """The mixed crowd on each store, with the link's rate told and not; its targets
     (issue #28) and section."""
-    machine = f"{cpu_count()} CPUs ({cpu_model()}), load before the run {load_average()}"
-    started, results = datetime.now(UTC), {}
-    stores = [name for name in args.configs.split(",") if name in ("memory", "postgres")]
-    for number, (name, told) in enumerate((n, t) for n in stores for t in (True, False)):
+    machine, started, results = _machine(), datetime.now(UTC), {}
+    for number, (name, told) in enumerate(_each_store(args, (True, False))):
         print(f"== mixed, {name}, rate {'told' if told else 'not told'}", flush=True)
         port = 18660 + 20 * number
         results[name, told] = await run_mixed(name, told, workload, files, root, port)
     verdicts = mixed_targets(results)
     return mixed_section(workload, MIX, results, verdicts, _command(), machine, started), verdicts
+
+
+async def _sizing(args: argparse.Namespace, workload: Workload, files: Path, root: Path) -> Section:
+    """The sizing crowd on each store, slots fixed and sized (issue #30); its section.
+    It reports figures, not verdicts: the targets are the simulation's (scenario 6)."""
+    machine, started, results = _machine(), datetime.now(UTC), {}
+    for number, (name, auto) in enumerate(_each_store(args, (False, True))):
+        print(f"== sizing, {name}, slots {'sized' if auto else 'fixed'}", flush=True)
+        port = 18760 + 20 * number
+        results[name, auto] = await run_sizing_gate(name, auto, workload, files, root, port)
+    return sizing_section(workload, results, _command(), machine, started), []
 
 
 def _command() -> str:
@@ -117,7 +137,8 @@ async def _main(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="arkvory-gate-") as temporary:
         root = Path(temporary)
         create_example(root / "files", large_files=1, size=workload.size)
-        runs = {"sdk": [_sdk], "mixed": [_mixed], "all": [_sdk, _mixed]}[args.crowd]
+        crowds = {"sdk": [_sdk], "mixed": [_mixed], "sizing": [_sizing]}
+        runs = crowds.get(args.crowd) or [_sdk, _mixed, _sizing]
         for run in runs:
             section, found = await run(args, workload, root / "files", root)
             verdicts += found
@@ -135,7 +156,8 @@ def main() -> int:
         "--crowd",
         choices=CROWDS,
         default="all",
-        help="sdk: the SDK crowd; mixed: SDK and curl clients, memory and postgres (default: both)",
+        help="sdk: the SDK crowd; mixed: SDK and curl clients, memory and postgres; sizing: "
+        "a third of the SDK processes paced, slots fixed and sized (default: all three)",
     )
     return asyncio.run(_main(parser.parse_args()))
 

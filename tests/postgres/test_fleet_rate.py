@@ -144,3 +144,46 @@ async def test_a_minute_without_deliveries_keeps_the_last_fleet_rate(
     await _beat_and_lead(fleet)
     stored = await db.fetchval("SELECT fleet_rate FROM queue_state")
     assert stored == pytest.approx(RATE, rel=1e-3)
+
+
+async def test_a_full_link_served_by_several_processes_opens_no_slot(
+    connect: Connect, db: asyncpg.Connection
+) -> None:
+    """Slots that size themselves (ADR 0038): two processes serve the downloads, the
+    link full, a third leads, and eight wait, asking every second. The leader reads the
+    other processes' seconds as of their heartbeats, so its newest second lacks their
+    bytes; read so, the link looked half idle and the count rose a slot a second to the
+    maximum (64 in the gate)."""
+    clock = FakeClock()
+    settings = FLEET_SETTINGS.with_changes(
+        sessions=9, bandwidth=RATE, min_sessions=2, per_principal=9
+    )
+    fleet = [
+        await connect(clock=clock, node_id=f"node-{n}", settings=settings) for n in range(3)
+    ]
+    leader = await _beat_and_lead(fleet)
+    servers = [scheduler for scheduler in fleet if scheduler is not leader]
+    holding: list[tuple[PostgresScheduler, Grant]] = []
+    waiting = [download(f"agent-{n}", f"dl-{n}") for n in range(10)]
+    warm: int | None = None
+    for second in range(30):
+        if second == 10:  # past the link's first seconds, read before it was busy
+            warm = await db.fetchval("SELECT sessions_in_force FROM queue_state")
+        for request in list(waiting):
+            server = servers[len(holding) % 2]
+            decision = await server.admit(request)
+            if isinstance(decision, Admitted):
+                waiting.remove(request)
+                holding.append((server, decision.grant))
+        clock.advance(1.0)
+        for server, grant in holding:  # the link, shared by whoever holds a slot
+            await server.progress(grant, RATE // len(holding))
+        # The leader ticks first: the others' last second reaches it with their next beat.
+        for scheduler in [leader, *servers]:
+            scheduler._fleet.next_heartbeat = 0.0
+            await scheduler.tick()
+    # The link's first seconds, before the downloads began, open a few slots; the full
+    # link after them opens none.
+    published = await db.fetchrow("SELECT sessions_in_force, sizing_reason FROM queue_state")
+    assert published["sessions_in_force"] == warm, (warm, dict(published))
+    assert warm is not None and warm < 9

@@ -39,9 +39,7 @@ from arkvory_sched import (
     SchedulerSettings,
     generate_key,
 )
-from arkvory_sched.postgres import PostgresScheduler
 from arkvory_sched.testing import FakeClock
-from tests.pg import drop_schema, new_schema
 
 from .engine import (
     MB,
@@ -53,6 +51,7 @@ from .engine import (
     SimulationRun,
 )
 from .scenarios import estimate_quality
+from .stores import on_postgres
 
 __all__ = [
     "CROWD_SIZE",
@@ -218,31 +217,13 @@ async def _on_postgres(
     clients: list[ClientSpec], settings: SchedulerSettings, url: str
 ) -> SimulationRun:
     """The crowd on a throwaway schema, queue time on the run's :class:`FakeClock`."""
-    clock = FakeClock()
-    key = generate_key()
-    schema = await new_schema("sim")
-    built: list[DownloadScheduler] = []
 
-    def build(timer: RequestTimerLike) -> DownloadScheduler:
-        scheduler = PostgresScheduler.from_dsn(
-            url,
-            schema=schema,
-            settings=settings,
-            clock=clock,
-            ticket_keys=[key],
-            migrate=False,
-            pool_size=4,
-            request_timer=timer,
-        )
-        built.append(scheduler)
-        return scheduler
+    def simulation(
+        build: Callable[[RequestTimerLike], DownloadScheduler], clock: FakeClock
+    ) -> LinkSimulation:
+        return _simulation(build, clock, clients, settings, serial=True)
 
-    try:
-        simulation = _simulation(build, clock, clients, settings, serial=True)
-        async with built[0]:
-            return await simulation.run()
-    finally:
-        await drop_schema(schema)
+    return await on_postgres(url, settings, simulation)
 
 
 def _group_members(group: str, result: ClientResult) -> bool:

@@ -8,8 +8,8 @@ work than the link carries in that time, so a queue builds. Three crowds:
   twenty times as long, and the link runs part empty while dozens wait;
 * **fast:** every client takes any share; the fewer slots, the sooner each finishes;
 * **turning:** fast for the first minute, then a minute of slow clients (the site's
-  line degrades), then fast again: the count must follow within 30 s and fall back
-  once the slow ones are done.
+  line degrades), then two minutes of fast ones again: the count must follow within
+  30 s and fall back once the slow ones are done.
 
 Each runs with ``min_sessions`` (automatic, 2 to 64 slots) beside fixed counts, with
 the link's rate configured and without. The figures: the link's use while someone
@@ -35,12 +35,11 @@ from arkvory_sched import (
     SchedulerSettings,
     generate_key,
 )
-from arkvory_sched.postgres import PostgresScheduler
 from arkvory_sched.testing import FakeClock
-from tests.pg import drop_schema, new_schema
 
 from .engine import MB, ClientSpec, LinkSimulation, RequestTimerLike, SimulationRun
 from .oracle import oracle_with_speeds
+from .stores import Build, on_postgres
 
 __all__ = [
     "AUTO",
@@ -86,12 +85,13 @@ def fast_clients(count: int = 160, seed: int = 31) -> list[ClientSpec]:
     return _clients([None] * count, seed)
 
 
-def turning_clients(count: int = 180, seed: int = 32) -> list[ClientSpec]:
-    """A minute of fast arrivals, a minute of slow ones, a minute of fast again."""
-    third = count // 3
-    fast = _clients([None] * third, seed, 60.0)
-    slow = _clients([SLOW] * third, seed + 1, 60.0)
-    again = _clients([None] * (count - 2 * third), seed + 2, 60.0)
+def turning_clients(count: int = 240, seed: int = 32) -> list[ClientSpec]:
+    """A minute of fast arrivals, a minute of slow ones (the site's line degrades), then
+    two minutes of fast ones again: long enough to see the count fall back."""
+    quarter = count // 4
+    fast = _clients([None] * quarter, seed, 60.0)
+    slow = _clients([SLOW] * quarter, seed + 1, 60.0)
+    again = _clients([None] * (count - 2 * quarter), seed + 2, 120.0)
     for offset, group in ((60.0, slow), (120.0, again)):
         for spec in group:
             spec.arrival += offset
@@ -216,31 +216,13 @@ async def _on_postgres(
     url: str,
     counts: list[tuple[float, int]],
 ) -> SimulationRun:
-    clock = FakeClock()
-    key = generate_key()
-    schema = await new_schema("sizing")
-    built: list[DownloadScheduler] = []
+    def simulation(build: Build, clock: FakeClock) -> LinkSimulation:
+        return _simulation(build, clock, clients, serial=True)
 
-    def build(timer: RequestTimerLike) -> DownloadScheduler:
-        scheduler = PostgresScheduler.from_dsn(
-            url,
-            schema=schema,
-            settings=settings,
-            clock=clock,
-            ticket_keys=[key],
-            migrate=False,
-            pool_size=4,
-            request_timer=timer,
-        )
-        built.append(scheduler)
+    def wrap(scheduler: DownloadScheduler, clock: FakeClock) -> DownloadScheduler:
         return _counting(scheduler, clock, counts)
 
-    try:
-        simulation = _simulation(build, clock, clients, serial=True)
-        async with built[0]:
-            return await simulation.run()
-    finally:
-        await drop_schema(schema)
+    return await on_postgres(url, settings, simulation, prefix="sizing", wrap=wrap)
 
 
 @dataclass

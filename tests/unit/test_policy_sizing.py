@@ -2,16 +2,10 @@
 
 from __future__ import annotations
 
-from arkvory_sched.policy import (
-    STEP_SECONDS,
-    TURN_SECONDS,
-    SizingReading,
-    SizingReason,
-    SlotSizing,
-    client_limited,
-    size_slots,
-    start_sizing,
-)
+from arkvory_sched import policy
+from arkvory_sched.policy import SizingReason, SlotSizing
+
+STEP_SECONDS, TURN_SECONDS = policy.STEP_SECONDS, policy.TURN_SECONDS
 
 MIB = 1024 * 1024
 LINK = 100.0 * MIB
@@ -25,27 +19,29 @@ def read(
     waiting: bool = True,
     capacity: float = LINK,
     limited: int = 0,
-) -> SizingReading:
-    return SizingReading(now, waiting, active, delivery, capacity, limited)
+) -> policy.SizingReading:
+    return policy.SizingReading(now, waiting, active, delivery, capacity, limited)
 
 
 def test_a_spare_link_opens_one_slot_per_step_while_every_slot_is_held() -> None:
-    state = start_sizing(2, 0.0)
+    state = policy.start_sizing(2, 0.0)
     assert (state.count, state.reason) == (2, SizingReason.START)
     # Too soon after the start: nothing moves.
-    assert size_slots(state, read(STEP_SECONDS / 2, 0.2 * LINK, active=2), 2, 8).count == 2
-    up = size_slots(state, read(STEP_SECONDS, 0.2 * LINK, active=2), 2, 8)
+    assert policy.size_slots(state, read(STEP_SECONDS / 2, 0.2 * LINK, active=2), 2, 8).count == 2
+    up = policy.size_slots(state, read(STEP_SECONDS, 0.2 * LINK, active=2), 2, 8)
     assert (up.count, up.reason) == (3, SizingReason.SPARE)
     # The slot opened is not taken yet: the next step waits for it.
-    assert size_slots(up, read(2 * STEP_SECONDS, 0.3 * LINK, active=2), 2, 8).count == 3
-    again = size_slots(up, read(2 * STEP_SECONDS, 0.3 * LINK, active=3), 2, 8)
+    assert policy.size_slots(up, read(2 * STEP_SECONDS, 0.3 * LINK, active=2), 2, 8).count == 3
+    again = policy.size_slots(up, read(2 * STEP_SECONDS, 0.3 * LINK, active=3), 2, 8)
     assert (again.count, again.reason) == (4, SizingReason.SPARE)
 
 
 def test_nothing_opens_while_a_slot_is_free_or_nobody_waits() -> None:
-    state = start_sizing(2, 0.0)
-    assert size_slots(state, read(10.0, 0.2 * LINK, active=1), 2, 8).count == 2
-    assert size_slots(state, read(10.0, 0.2 * LINK, active=2, waiting=False), 2, 8).count == 2
+    state = policy.start_sizing(2, 0.0)
+    assert policy.size_slots(state, read(10.0, 0.2 * LINK, active=1), 2, 8).count == 2
+    assert (
+        policy.size_slots(state, read(10.0, 0.2 * LINK, active=2, waiting=False), 2, 8).count == 2
+    )
 
 
 def test_slots_held_by_limited_clients_open_more_on_a_full_link() -> None:
@@ -53,78 +49,92 @@ def test_slots_held_by_limited_clients_open_more_on_a_full_link() -> None:
     slots carry little and the queue behind them waits; one more slot per step, up to
     the limited ones and the headroom."""
     state = SlotSizing(4, SizingReason.SPARE, 0.0)
-    up = size_slots(state, read(10.0, LINK, active=4, limited=3), 2, 8)
+    up = policy.size_slots(state, read(10.0, LINK, active=4, limited=3), 2, 8)
     assert (up.count, up.reason) == (5, SizingReason.LIMITED)
-    held = size_slots(up, read(20.0, LINK, active=5, limited=3), 2, 8)
+    held = policy.size_slots(up, read(20.0, LINK, active=5, limited=3), 2, 8)
     assert held.count == 5  # three limited and two that fill the link
 
 
 def test_never_above_the_maximum_and_the_reason_says_so() -> None:
     state = SlotSizing(8, SizingReason.SPARE, 0.0)
-    held = size_slots(state, read(10.0, 0.5 * LINK, active=8), 2, 8)
+    held = policy.size_slots(state, read(10.0, 0.5 * LINK, active=8), 2, 8)
     assert (held.count, held.reason) == (8, SizingReason.AT_MAXIMUM)
     # The operator lowers the maximum: the count follows at once (the store takes no
     # slot away: it admits nobody until fewer are held).
-    lowered = size_slots(held, read(11.0, 0.5 * LINK, active=8), 2, 5)
+    lowered = policy.size_slots(held, read(11.0, 0.5 * LINK, active=8), 2, 5)
     assert (lowered.count, lowered.reason) == (5, SizingReason.AT_MAXIMUM)
 
 
 def test_a_saturated_link_lets_the_count_fall_as_sessions_finish() -> None:
     state = SlotSizing(6, SizingReason.SPARE, 0.0)
-    down = size_slots(state, read(10.0, LINK, active=6), 2, 8)
+    down = policy.size_slots(state, read(10.0, LINK, active=6), 2, 8)
     assert (down.count, down.reason) == (5, SizingReason.SATURATED)
     # Still six held: no further step until a session has finished.
-    assert size_slots(down, read(20.0, LINK, active=6), 2, 8).count == 5
-    assert size_slots(down, read(20.0, LINK, active=5), 2, 8).count == 4
+    assert policy.size_slots(down, read(20.0, LINK, active=6), 2, 8).count == 5
+    assert policy.size_slots(down, read(20.0, LINK, active=5), 2, 8).count == 4
     # Never below the minimum.
     floor = SlotSizing(2, SizingReason.SATURATED, 0.0)
-    at_min = size_slots(floor, read(10.0, LINK, active=2), 2, 8)
+    at_min = policy.size_slots(floor, read(10.0, LINK, active=2), 2, 8)
     assert (at_min.count, at_min.reason) == (2, SizingReason.AT_MINIMUM)
 
 
 def test_a_full_link_keeps_the_slots_of_clients_limited_within_the_last_minute() -> None:
     state = SlotSizing(6, SizingReason.LIMITED, 0.0)
-    seen = size_slots(state, read(1.0, LINK, active=6, limited=4), 2, 8)
+    seen = policy.size_slots(state, read(1.0, LINK, active=6, limited=4), 2, 8)
     assert seen.count == 6  # four limited, two headroom
     # The slow ones are not read for a moment (a fast one came and went): no fall.
-    assert size_slots(seen, read(30.0, LINK, active=6, limited=0), 2, 8).count == 6
-    assert size_slots(seen, read(62.0, LINK, active=6, limited=0), 2, 8).count == 5
+    assert policy.size_slots(seen, read(30.0, LINK, active=6, limited=0), 2, 8).count == 6
+    assert policy.size_slots(seen, read(62.0, LINK, active=6, limited=0), 2, 8).count == 5
 
 
 def test_between_spare_and_saturated_the_count_holds() -> None:
     state = SlotSizing(5, SizingReason.SPARE, 0.0)
-    assert size_slots(state, read(10.0, 0.93 * LINK, active=5), 2, 8).count == 5
+    assert policy.size_slots(state, read(10.0, 0.93 * LINK, active=5), 2, 8).count == 5
 
 
 def test_the_count_falls_only_a_minute_after_it_rose() -> None:
-    state = start_sizing(2, 0.0)
-    up = size_slots(state, read(5.0, 0.5 * LINK, active=2), 2, 8)
+    state = policy.start_sizing(2, 0.0)
+    up = policy.size_slots(state, read(5.0, 0.5 * LINK, active=2), 2, 8)
     assert up.count == 3
-    assert size_slots(up, read(30.0, LINK, active=3), 2, 8).count == 3
-    assert size_slots(up, read(5.0 + TURN_SECONDS, LINK, active=3), 2, 8).count == 2
+    assert policy.size_slots(up, read(30.0, LINK, active=3), 2, 8).count == 3
+    assert policy.size_slots(up, read(5.0 + TURN_SECONDS, LINK, active=3), 2, 8).count == 2
 
 
 def test_the_count_changes_direction_at_most_once_a_turn_period() -> None:
     risen = SlotSizing(5, SizingReason.SPARE, 0.0, direction=+1)
-    down = size_slots(risen, read(TURN_SECONDS, LINK, active=5), 2, 8)
+    down = policy.size_slots(risen, read(TURN_SECONDS, LINK, active=5), 2, 8)
     assert (down.count, down.direction, down.turned_at) == (4, -1, TURN_SECONDS)
     # Spare again at once: a turn back up waits for the turn period.
-    assert size_slots(down, read(TURN_SECONDS + 5.0, 0.5 * LINK, active=4), 2, 8).count == 4
-    up = size_slots(down, read(2 * TURN_SECONDS, 0.5 * LINK, active=4), 2, 8)
+    assert policy.size_slots(down, read(TURN_SECONDS + 5.0, 0.5 * LINK, active=4), 2, 8).count == 4
+    up = policy.size_slots(down, read(2 * TURN_SECONDS, 0.5 * LINK, active=4), 2, 8)
     assert (up.count, up.direction) == (5, +1)
 
 
 def test_without_a_capacity_only_limited_clients_open_slots() -> None:
-    state = start_sizing(2, 0.0)
-    assert size_slots(state, read(5.0, 0.1 * LINK, active=2, capacity=0.0), 2, 8).count == 2
-    up = size_slots(state, read(5.0, 0.1 * LINK, active=2, capacity=0.0, limited=1), 2, 8)
+    state = policy.start_sizing(2, 0.0)
+    assert policy.size_slots(state, read(5.0, 0.1 * LINK, active=2, capacity=0.0), 2, 8).count == 2
+    up = policy.size_slots(state, read(5.0, 0.1 * LINK, active=2, capacity=0.0, limited=1), 2, 8)
     assert up.count == 3
 
 
 def test_limited_clients_are_those_below_half_the_fastest() -> None:
-    assert client_limited([10.0, 2.0, 2.0, 6.0], LINK) == 2
+    assert policy.client_limited([10.0, 2.0, 2.0, 6.0], LINK) == 2
     # Every session alike: nothing but the link limits them.
-    assert client_limited([2.0, 2.0, 2.0], LINK) == 0
+    assert policy.client_limited([2.0, 2.0, 2.0], LINK) == 0
     # A fast session too new to read shares what the read ones leave of the link.
-    assert client_limited([2.0, 2.0, None], 40.0) == 2
-    assert client_limited([], LINK) == 0
+    assert policy.client_limited([2.0, 2.0, None], 40.0) == 2
+    assert policy.client_limited([], LINK) == 0
+
+
+def test_slots_nobody_needs_are_given_back_a_minute_after_the_last_rise() -> None:
+    """The slow crowd has gone: nobody waits and most slots stand empty."""
+    state = SlotSizing(12, SizingReason.LIMITED, 0.0, raised_at=0.0, direction=+1)
+    quiet = read(30.0, 0.3 * LINK, active=3, waiting=False)
+    assert policy.size_slots(state, quiet, 2, 16).count == 12  # within the minute
+    later = policy.size_slots(state, read(61.0, 0.3 * LINK, active=3, waiting=False), 2, 16)
+    assert (later.count, later.reason) == (11, SizingReason.UNUSED)
+    # Down to the sessions held and the headroom, not below.
+    state = SlotSizing(5, SizingReason.UNUSED, 0.0, direction=-1)
+    assert (
+        policy.size_slots(state, read(61.0, 0.3 * LINK, active=3, waiting=False), 2, 16).count == 5
+    )

@@ -16,6 +16,8 @@ operator's bounds, one slot per step, by what the link carries and who holds the
   there are more slots than the limited sessions and the headroom: one slot fewer,
   once the slots held are no more than the count, so the count falls as sessions
   finish and never takes a slot from a running download.
+* **Unused:** nobody waits and more slots stand empty than the headroom: one fewer,
+  so that the count falls back after a slow crowd has gone.
 * **In between, or too soon:** hold (hysteresis, :data:`STEP_SECONDS` between steps,
   no step down sooner than :data:`TURN_SECONDS` after a step up, and a change of
   direction at most once per :data:`TURN_SECONDS`: under a steady load the count
@@ -91,6 +93,8 @@ class SizingReason(StrEnum):
     for a session that fills the link."""
     SATURATED = "saturated"
     """The link is full: the count falls back as sessions finish."""
+    UNUSED = "slots-unused"
+    """Nobody waits and slots stand empty beyond the headroom: the count falls back."""
     AT_MAXIMUM = "at-maximum"
     AT_MINIMUM = "at-minimum"
 
@@ -127,11 +131,16 @@ class SlotSizing:
     turned_at: float = float("-inf")
     """When the count last changed direction: it changes again no sooner than
     :data:`TURN_SECONDS` after."""
-    limited_seen: int = 0
-    """The most sessions read as client-limited within the last :data:`TURN_SECONDS`:
-    a reading scatters as fast sessions come and go, and the count falls only below
-    what the slow ones have needed for a minute."""
-    limited_seen_at: float = float("-inf")
+    limited_seen: tuple[tuple[float, int], ...] = ()
+    """The readings of client-limited sessions of the last :data:`TURN_SECONDS` that no
+    later reading exceeds, oldest (and largest) first: their first is the most in that
+    minute. A reading scatters as fast sessions come and go, and the count falls only
+    below what the slow ones have needed for a minute."""
+
+    @property
+    def limited_recently(self) -> int:
+        """The most sessions read as client-limited within the last minute."""
+        return self.limited_seen[0][1] if self.limited_seen else 0
 
 
 def client_limited(rates: Sequence[float | None], capacity: float) -> int:
@@ -165,10 +174,7 @@ def size_slots(state: SlotSizing, reading: SizingReading, minimum: int, maximum:
     if bounded != state.count:
         reason = SizingReason.AT_MINIMUM if bounded == minimum else SizingReason.AT_MAXIMUM
         return replace(state, count=bounded, reason=reason, stepped_at=reading.now)
-    if reading.limited >= state.limited_seen or (
-        reading.now - state.limited_seen_at >= TURN_SECONDS
-    ):
-        state = replace(state, limited_seen=reading.limited, limited_seen_at=reading.now)
+    state = replace(state, limited_seen=_seen(state.limited_seen, reading))
     if reading.now - state.stepped_at < STEP_SECONDS:
         return state
     count, capacity = state.count, reading.capacity
@@ -180,14 +186,15 @@ def size_slots(state: SlotSizing, reading: SizingReading, minimum: int, maximum:
         if count < target:
             return _step(state, +1, SizingReason.LIMITED, reading.now)
     saturated = capacity > 0 and reading.delivery >= SATURATED_SHARE * capacity
+    needed = max(target, state.limited_recently + HEADROOM)
+    unused = not reading.waiting and count > max(needed, reading.active + HEADROOM)
     if (
-        saturated
-        and count > max(target, state.limited_seen + HEADROOM)
-        and reading.active <= count
+        ((saturated and count > needed and reading.active <= count) or unused)
         and reading.now - state.raised_at >= TURN_SECONDS
         and _may_turn(state, -1, reading.now)
     ):
-        return _step(state, -1, SizingReason.SATURATED, reading.now)
+        reason = SizingReason.SATURATED if saturated else SizingReason.UNUSED
+        return _step(state, -1, reason, reading.now)
     at_bound = (
         SizingReason.AT_MAXIMUM
         if full and count >= maximum
@@ -198,6 +205,15 @@ def size_slots(state: SlotSizing, reading: SizingReading, minimum: int, maximum:
     if at_bound is not None and state.reason is not at_bound:
         return replace(state, reason=at_bound)
     return state
+
+
+def _seen(
+    seen: tuple[tuple[float, int], ...], reading: SizingReading
+) -> tuple[tuple[float, int], ...]:
+    """The sliding maximum of the limited readings over :data:`TURN_SECONDS`, with
+    ``reading``'s: a reading drops the older ones it equals or exceeds."""
+    kept = [(at, n) for at, n in seen if reading.now - at < TURN_SECONDS and n > reading.limited]
+    return (*kept, (reading.now, reading.limited))
 
 
 def _step(state: SlotSizing, direction: int, reason: SizingReason, now: float) -> SlotSizing:

@@ -47,6 +47,11 @@ class RateReading:
     delivery, ADR 0038), in bytes per second."""
 
 
+REPORT_LAG_SECONDS = 2
+"""Complete seconds at the end of the fleet's that other processes may not have
+reported yet: a heartbeat each second carries each one's seconds up to its last."""
+
+
 class FleetRate:
     """The fleet's delivery rate as the leader reads it at each tick (ADR 0027, 0028,
     0034): the peak of the processes' summed seconds, only the busy ones."""
@@ -91,7 +96,11 @@ class FleetRate:
         counted = summed or fleet["stored"]  # a minute without a byte keeps the last
         provisional = 0.0 if counted else peak_of_means(totals)
         rate = estimate_rate(counted, 0.0, settings.bandwidth, provisional)
-        recent = sum(totals[-DELIVERY_SECONDS:]) / DELIVERY_SECONDS
+        # The last seconds may not hold the other processes' bytes yet: each reports
+        # its seconds with its heartbeat. Read as they were, the fleet looked a third as
+        # busy with three processes, and the self-sizing slots opened to their maximum.
+        recent = sum(totals[-DELIVERY_SECONDS - REPORT_LAG_SECONDS : -REPORT_LAG_SECONDS])
+        recent /= DELIVERY_SECONDS
         return RateReading(counted, provisional, rate, recent)
 
 

@@ -44,17 +44,26 @@ async def _run(
         await scheduler.tick()
 
 
+async def _sized(
+    make_scheduler: MakeScheduler, most: int, holders: int
+) -> tuple[DownloadScheduler, list[Admitted]]:
+    """A scheduler sizing its slots from 2 to ``most``, ticked once, and ``holders``
+    downloads holding slots."""
+    settings = contract_settings(sessions=most, bandwidth=LINK).with_changes(min_sessions=2)
+    scheduler = await make_scheduler(settings)
+    await scheduler.tick()
+    held = [await admitted(scheduler, big(f"h-{n}", f"dl-h{n}", size=SIZE)) for n in range(holders)]
+    return scheduler, held
+
+
 async def test_slots_open_one_a_step_for_clients_that_leave_the_link_room(
     make_scheduler: MakeScheduler, clock: FakeClock
 ) -> None:
-    settings = contract_settings(sessions=4, bandwidth=LINK).with_changes(min_sessions=2)
-    scheduler = await make_scheduler(settings)
-    await scheduler.tick()
+    scheduler, holders = await _sized(make_scheduler, 4, 2)
     stats = await scheduler.stats()
     assert stats.sessions_limit == 2
     assert stats.slot_sizing is not None
     assert (stats.slot_sizing.minimum, stats.slot_sizing.maximum) == (2, 4)
-    holders = [await admitted(scheduler, big(f"slow-{n}", f"dl-s{n}", size=SIZE)) for n in range(2)]
     waiters = [big(f"waiter-{n}", f"dl-w{n}", size=SIZE) for n in range(3)]
     told = [await queued(scheduler, waiter) for waiter in waiters]
     # Two slow clients carry a tenth of the link while three wait.
@@ -82,12 +91,7 @@ async def test_slots_open_one_a_step_for_clients_that_leave_the_link_room(
 async def test_a_saturated_link_lets_the_count_fall_as_sessions_finish(
     make_scheduler: MakeScheduler, clock: FakeClock
 ) -> None:
-    settings = contract_settings(sessions=3, bandwidth=LINK).with_changes(min_sessions=2)
-    scheduler = await make_scheduler(settings)
-    await scheduler.tick()
-    holders = [
-        await admitted(scheduler, big(f"holder-{n}", f"dl-h{n}", size=SIZE)) for n in range(2)
-    ]
+    scheduler, holders = await _sized(make_scheduler, 3, 2)
     waiter = big("waiter", "dl-w", size=SIZE)
     told = await queued(scheduler, waiter)
     await _run(scheduler, clock, holders, 2 * STEP_SECONDS + 1.0, LINK / 20)
