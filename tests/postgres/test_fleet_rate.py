@@ -158,9 +158,7 @@ async def test_a_full_link_served_by_several_processes_opens_no_slot(
     settings = FLEET_SETTINGS.with_changes(
         sessions=9, bandwidth=RATE, min_sessions=2, per_principal=9
     )
-    fleet = [
-        await connect(clock=clock, node_id=f"node-{n}", settings=settings) for n in range(3)
-    ]
+    fleet = [await connect(clock=clock, node_id=f"node-{n}", settings=settings) for n in range(3)]
     leader = await _beat_and_lead(fleet)
     servers = [scheduler for scheduler in fleet if scheduler is not leader]
     holding: list[tuple[PostgresScheduler, Grant]] = []
