@@ -14,6 +14,7 @@ A line goes to the log when the count turns or reaches a bound, not at every ste
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 
 from .policy import SizingReading, SizingReason, SlotSizing, size_slots, start_sizing
@@ -66,7 +67,7 @@ class SlotSizer:
         state = self._state
         bounded = min(max(state.count, minimum), maximum)
         if bounded != state.count:
-            self._state = SlotSizing(bounded, state.reason, now, state.raised_at)
+            self._state = dataclasses.replace(state, count=bounded, stepped_at=now)
         return self.in_force()
 
     def in_force(self) -> SchedulerSettings:

@@ -254,27 +254,26 @@ class SchedulerCore:
         """Size the slots, expire, release idle slots, age, preempt, mark; see the
         rules of this file."""
         if self._sizer.state is not None:
-            table = self._table
-            now = self._clock.monotonic()
-            rates = [
-                session.sent_bytes() / (now - session.slot_since)
-                if now - session.slot_since >= RATE_AGE_SECONDS
-                else None
-                for session in table.active.values()
-            ]
-            capacity = self._answers.current_rate()
-            reading = SizingReading(
-                now,
-                bool(table.queue),
-                len(table.active),
-                self._answers.recent_delivery(now),
-                capacity.bytes_per_second if capacity.known else 0.0,
-            )
-            reading = reading._replace(limited=client_limited(rates, reading.capacity))
-            moved = self._sizer.step(reading)
+            moved = self._sizer.step(self._sizing_reading())
             if moved is not None:
                 self._apply(moved)
         return self._tick.tick()
+
+    def _sizing_reading(self) -> SizingReading:
+        """What the self-sizing slots read at a tick (ADR 0038): the queue, the link's
+        last seconds and capacity, and the held slots' sessions' rates."""
+        table, now = self._table, self._clock.monotonic()
+        rate = self._answers.current_rate()
+        capacity = rate.bytes_per_second if rate.known else 0.0
+        rates = [
+            session.sent_bytes() / (now - session.slot_since)
+            if now - session.slot_since >= RATE_AGE_SECONDS
+            else None
+            for session in table.active.values()
+        ]
+        delivery = self._answers.recent_delivery(now)
+        active, limited = len(table.active), client_limited(rates, capacity)
+        return SizingReading(now, bool(table.queue), active, delivery, capacity, limited)
 
     def record_tick_duration(self, seconds: float) -> None:
         self._counters.last_tick_seconds = seconds
