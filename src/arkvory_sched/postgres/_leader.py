@@ -308,7 +308,7 @@ class QueueLeader:
         rate = reading.rate.bytes_per_second
         configured = self._configured or settings
         sized = await self._sizing.step(conn, configured, now, waiting, active_rows, reading)
-        last_writes.append(sized)
+        last_writes.extend([sized] if sized else [])
         per_session = rate / max(1, len(active_rows))
         remaining = [_remaining(row) for row in active_rows]
         soon = soon_interactive = active_interactive = 0

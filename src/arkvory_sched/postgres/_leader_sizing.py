@@ -26,14 +26,16 @@ __all__ = ["FleetSizing"]
 class FleetSizing:
     """The controller's state while this process leads, and its step at each tick."""
 
-    __slots__ = ("_sizer",)
+    __slots__ = ("_cleared", "_sizer")
 
     def __init__(self) -> None:
         self._sizer: SlotSizer | None = None
+        self._cleared = False  # a fixed count's NULL written in this leadership
 
     def forget(self) -> None:
         """No longer the leader: the next leadership starts from the published count."""
         self._sizer = None
+        self._cleared = False
 
     async def step(
         self,
@@ -43,10 +45,11 @@ class FleetSizing:
         waiting: int,
         active_rows: Sequence[asyncpg.Record],
         reading: RateReading,
-    ) -> tuple[str, tuple[object, ...]]:
+    ) -> tuple[str, tuple[object, ...]] | None:
         """One reading: ``waiting`` sessions, the held slots' ``active_rows``
         (``ACTIVE_FOR_ESTIMATE``) and the tick's rate ``reading``; the tick's last write
-        that publishes the count (``NULL`` for a fixed one)."""
+        that publishes the count. A fixed count writes ``NULL`` once a leadership, and
+        then nothing."""
         sizer = self._sizer
         if sizer is None:
             sizer = self._sizer = SlotSizer(configured, now)
@@ -56,7 +59,11 @@ class FleetSizing:
         elif sizer.configured is not configured:
             sizer.configure(configured, now)
         if sizer.state is None:
+            if self._cleared:
+                return None
+            self._cleared = True
             return tick_sql.STORE_SESSIONS_IN_FORCE, (None, None)
+        self._cleared = False
         rate = reading.rate
         capacity = rate.bytes_per_second if rate.known else 0.0
         rates = [_rate_of(row, now) for row in active_rows]
@@ -73,11 +80,14 @@ class FleetSizing:
         conn: asyncpg.Connection, configured: SchedulerSettings
     ) -> tuple[SchedulerSettings, str | None]:
         """The settings this process's claims run on: the operator's, with the count
-        the leader published (within the operator's bounds), and why it is there."""
+        the leader published (within the operator's bounds), and why it is there. A
+        fixed count reads nothing."""
+        if configured.min_sessions is None or not configured.automatic_sessions:
+            return configured, None  # a fixed count: no statement
         row = await conn.fetchrow(tick_sql.SESSIONS_IN_FORCE)
         count = row["sessions_in_force"]
-        if count is None or configured.min_sessions is None or not configured.automatic_sessions:
-            return configured, None
+        if count is None:  # not published yet: the count a controller starts from
+            count = configured.min_sessions
         count = min(max(count, configured.min_sessions), configured.sessions)
         if count == configured.sessions:
             return configured, row["sizing_reason"]
