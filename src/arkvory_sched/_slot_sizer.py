@@ -31,12 +31,11 @@ class SlotSizer:
     """The count in force for one store (one process in memory; the leader's tick on
     PostgreSQL, which publishes it), and the settings that follow from it."""
 
-    __slots__ = ("_configured", "_last_count", "_state")
+    __slots__ = ("_configured", "_state")
 
     def __init__(self, configured: SchedulerSettings, now: float) -> None:
         self._configured = configured
         self._state: SlotSizing | None = None
-        self._last_count = 0  # the count before the last step: a turn is logged
         self.configure(configured, now)
 
     @property
@@ -85,9 +84,7 @@ class SlotSizer:
             return None
         after = size_slots(state, reading, configured.min_sessions, configured.sessions)
         self._state = after
-        turned = (after.count - state.count) * (state.count - self._last_count) < 0
-        if after.count != state.count:
-            self._last_count = state.count
+        turned = after.turned_at != state.turned_at
         if turned or (after.reason is not state.reason and after.reason in _LOGGED):
             log.info(
                 "session slots %d -> %d (%s): delivery %.0f B/s, %d held, %s waiting",
