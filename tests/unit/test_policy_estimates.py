@@ -20,6 +20,7 @@ from arkvory_sched.policy import (
     finish_table,
     jitter,
     no_show_at,
+    queue_schedule,
     request_retry_after,
     taken_since,
 )
@@ -148,6 +149,15 @@ def test_a_waiter_s_own_entry_in_the_schedule_outranks_its_count_of_waiters_ahea
     assert start([100.0] * 4, 0, schedule=schedule) == 100.0  # read by the count
     assert start([100.0] * 4, 0, schedule=schedule, own_start=120.0) == 120.0
     assert start([100.0] * 4, 0, schedule=schedule, own_start=90.0) == 100.0  # never before now
+
+
+def test_a_round_of_followers_of_the_mean_size_follows_the_scheduled_waiters() -> None:
+    """Two slots free at 1 and 10 s; one waiter of 2 s at a slot's share. The followers
+    (its size on average) take the slot it frees again and again before the other."""
+    assert queue_schedule([1.0, 10.0], [64.0], 32.0) == [1.0]
+    assert queue_schedule([1.0, 10.0], [64.0], 32.0, followers=2) == [1.0, 3.0, 5.0]
+    # Nobody scheduled: nobody follows (the finish table answers a newcomer).
+    assert queue_schedule([1.0, 10.0], [], 32.0, followers=2) == []
 
 
 def test_a_slot_the_table_holds_free_but_taken_since_ends_a_download_from_now() -> None:

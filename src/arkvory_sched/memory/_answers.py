@@ -150,7 +150,10 @@ class Answers:
             return
         first = list(islice(table.queue.iter_fair(), SCHEDULED_WAITERS))
         self._schedule = queue_schedule(
-            self._finish_table, (s.remaining_bytes() for s in first), rate / settings.sessions
+            self._finish_table,
+            (s.remaining_bytes() for s in first),
+            rate / settings.sessions,
+            followers=settings.sessions,
         )
         self._scheduled_starts = {
             s.key: start for s, start in zip(first, self._schedule, strict=False)

@@ -7,6 +7,7 @@ PostgreSQL store the snapshot its leader leaves every tick; both pass ``now``.
 from __future__ import annotations
 
 import heapq
+import itertools
 import math
 from collections.abc import Iterable, Sequence
 from typing import NamedTuple, Protocol
@@ -102,10 +103,14 @@ def finish_table(
 
 
 def queue_schedule(
-    table: Sequence[float], sizes: Iterable[float], per_slot_rate: float
+    table: Sequence[float],
+    sizes: Iterable[float],
+    per_slot_rate: float,
+    *,
+    followers: int = 0,
 ) -> list[float]:
     """When each of the first waiters starts, in service order, by their own sizes
-    (R-EST-1, issue #28).
+    (R-EST-1, issue #28), and then ``followers`` more.
 
     ``table`` is the finish table (:func:`finish_table`: one entry per slot, ``now`` for
     a free one) and ``sizes`` the bytes of the waiters in the order they are served.
@@ -113,13 +118,22 @@ def queue_schedule(
     slot's share of the link (list scheduling). Counting every later round at the mean
     waiting download put a crowd of 20 to 60 MB objects at p95 2.5 times the error
     bound: a round ends when the sizes in it say, not the mean.
+
+    The followers are waiters of the scheduled ones' mean size behind them: whoever
+    comes between two schedules stands there, and is told the start of the place it
+    takes. Read off the finish table instead, a newcomer behind 65 waiters was told the
+    third slot's end plus four rounds, 5 s after the schedule's last start: the
+    simulation's third-party tools, whose scored answer is a newcomer's, were at p95
+    1.15 of the bound for it, and 0.87 with a round of followers.
     """
     frees = list(table)
     heapq.heapify(frees)
     starts: list[float] = []
     if not frees:
         return starts
-    for size in sizes:
+    served = list(sizes)
+    follower = sum(served) / len(served) if served else 0.0
+    for size in itertools.chain(served, itertools.repeat(follower, followers if served else 0)):
         start = heapq.heappop(frees)
         starts.append(start)
         heapq.heappush(frees, start + size / per_slot_rate)

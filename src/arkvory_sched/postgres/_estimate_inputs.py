@@ -45,6 +45,8 @@ class RateReading:
     recent: float = 0.0
     """What the fleet carried over its last complete seconds (the self-sizing slots'
     delivery, ADR 0038), in bytes per second."""
+    recent_since: float = float("-inf")
+    """When the first of those seconds began."""
 
 
 REPORT_LAG_SECONDS = 2
@@ -101,7 +103,8 @@ class FleetRate:
         # busy with three processes, and the self-sizing slots opened to their maximum.
         recent = sum(totals[-DELIVERY_SECONDS - REPORT_LAG_SECONDS : -REPORT_LAG_SECONDS])
         recent /= DELIVERY_SECONDS
-        return RateReading(counted, provisional, rate, recent)
+        since = first + len(totals) - DELIVERY_SECONDS - REPORT_LAG_SECONDS
+        return RateReading(counted, provisional, rate, recent, float(since))
 
 
 async def waiter_schedule(
@@ -112,8 +115,9 @@ async def waiter_schedule(
     passes: Sequence[float],
 ) -> tuple[list[float], list[int]]:
     """When each of the first :data:`SCHEDULED_WAITERS` waiters starts, by its own size,
-    in the fair queue's order (:func:`~arkvory_sched.policy.queue_schedule`), as in
-    memory, and who each is (its ``seq``: a poll finds its own entry by it). Each
+    in the fair queue's order (:func:`~arkvory_sched.policy.queue_schedule`), and a
+    round of followers for whoever comes before the next tick, as in memory; and who
+    each scheduled waiter is (its ``seq``: a poll finds its own entry by it). Each
     class's first rows are one range of its place index. The caller asks only when the
     settings want a schedule (:func:`~arkvory_sched.policy.scheduled`)."""
     heads = [
@@ -123,7 +127,7 @@ async def waiter_schedule(
     order = service_order(heads, passes, strides_of(settings.weights))
     first = [row for _, row in islice(order, SCHEDULED_WAITERS)]
     sizes = (float(row["remaining"]) for row in first)
-    starts = queue_schedule(finishes, sizes, rate / settings.sessions)
+    starts = queue_schedule(finishes, sizes, rate / settings.sessions, followers=settings.sessions)
     return starts, [row["seq"] for row in first]
 
 

@@ -188,6 +188,26 @@ async def test_a_waiter_answered_after_others_started_since_the_tick_keeps_its_o
     assert third.starts_earliest <= clock.wall() + 1.9 <= third.starts_latest
 
 
+async def test_a_newcomer_between_two_ticks_is_told_the_start_of_the_place_it_takes(
+    make_scheduler: MakeScheduler, clock: FakeClock
+) -> None:
+    """Issue #28: the tick schedules the one waiter, which takes the slot that frees in
+    1 s and holds it for 2 s. A newcomer before the next tick stands behind it: it
+    starts when that slot frees again, in 3 s, not when the other slot does, in 10 s
+    (read off the finish table, a newcomer got the second slot's end plus its rounds)."""
+    rate = 64 * MIB  # two slots: 32 MiB/s each
+    scheduler = await make_scheduler(contract_settings(sessions=2, max_downloads=2, bandwidth=rate))
+    soon = await admitted(scheduler, big("soon", "dl-soon", size=32 * MIB))  # ends in 1 s
+    late = await admitted(scheduler, big("late", "dl-late", size=320 * MIB))  # ends in 10 s
+    await queued(scheduler, big("first", "dl-first", size=64 * MIB))
+    await scheduler.tick()
+    newcomer = await queued(scheduler, big("newcomer", "dl-new", size=64 * MIB))
+    wait = newcomer.starts_at - clock.wall()
+    assert wait == pytest.approx(3.0, abs=0.5), f"told to start in {wait:.1f} s"
+    for holder in (soon, late):
+        await scheduler.report(holder.grant, Delivered(None))
+
+
 @pytest.mark.parametrize("jump", [3600.0, -3600.0], ids=["forward", "backward"])
 async def test_wall_clock_jump_neither_expires_waiters_nor_holds_or_frees_slots(
     make_scheduler: MakeScheduler, clock: FakeClock, jump: float
