@@ -19,21 +19,47 @@ def read(
     waiting: bool = True,
     capacity: float = LINK,
     limited: int = 0,
+    since: float = float("-inf"),
 ) -> policy.SizingReading:
-    return policy.SizingReading(now, waiting, active, delivery, capacity, limited)
+    return policy.SizingReading(now, waiting, active, delivery, capacity, limited, since)
 
 
-def test_a_spare_link_opens_one_slot_per_step_while_every_slot_is_held() -> None:
+def test_a_spare_link_opens_slots_per_step_while_every_slot_is_held() -> None:
     state = policy.start_sizing(2, 0.0)
     assert (state.count, state.reason) == (2, SizingReason.START)
     # Too soon after the start: nothing moves.
     assert policy.size_slots(state, read(STEP_SECONDS / 2, 0.2 * LINK, active=2), 2, 8).count == 2
-    up = policy.size_slots(state, read(STEP_SECONDS, 0.2 * LINK, active=2), 2, 8)
-    assert (up.count, up.reason) == (3, SizingReason.SPARE)
-    # The slot opened is not taken yet: the next step waits for it.
-    assert policy.size_slots(up, read(2 * STEP_SECONDS, 0.3 * LINK, active=2), 2, 8).count == 3
-    again = policy.size_slots(up, read(2 * STEP_SECONDS, 0.3 * LINK, active=3), 2, 8)
-    assert (again.count, again.reason) == (4, SizingReason.SPARE)
+    # Two slots carry a fifth of the link, read over seconds since the last step:
+    # filling it would take seven more, and a step at most doubles the count.
+    up = policy.size_slots(state, read(2.0, 0.2 * LINK, active=2, since=0.0), 2, 8)
+    assert (up.count, up.reason) == (4, SizingReason.SPARE)
+    # The slots opened are not taken yet: the next step waits for them.
+    assert policy.size_slots(up, read(3.0, 0.3 * LINK, active=3, since=2.0), 2, 8).count == 4
+    # Four slots at a fifth each: one more is all the room to 90 %; never past the most.
+    again = policy.size_slots(up, read(4.0, 0.8 * LINK, active=4, since=2.0), 2, 8)
+    assert (again.count, again.reason) == (5, SizingReason.SPARE)
+    last = policy.size_slots(up, read(4.0, 0.1 * LINK, active=4, since=2.0), 2, 6)
+    assert (last.count, last.reason) == (6, SizingReason.SPARE)
+
+
+def test_a_reading_partly_from_before_the_last_step_opens_one_slot() -> None:
+    """The seconds read began before the slots last opened: what those carry is not in
+    it yet, and a reading that low would open far too many (49 of 64 on PostgreSQL)."""
+    state = SlotSizing(4, SizingReason.SPARE, 10.0, raised_at=10.0, direction=+1)
+    stale = policy.size_slots(state, read(11.0, 0.2 * LINK, active=4, since=9.0), 2, 64)
+    assert (stale.count, stale.reason) == (5, SizingReason.SPARE)
+    fresh = policy.size_slots(state, read(12.0, 0.2 * LINK, active=4, since=10.0), 2, 64)
+    assert fresh.count == 8
+
+
+def test_a_spare_step_opens_what_the_held_slots_would_fill_at_least_one() -> None:
+    """:func:`spare_slots`: the room up to 90 % at a held slot's delivery, within one
+    and the count, never past the maximum; a reading of nothing opens one."""
+    assert policy.spare_slots(read(0.0, 0.5 * LINK, active=10), 10, 64) == 8
+    assert policy.spare_slots(read(0.0, 0.5 * LINK, active=10), 10, 12) == 2
+    assert policy.spare_slots(read(0.0, 0.1 * LINK, active=2), 2, 64) == 2
+    assert policy.spare_slots(read(0.0, 0.89 * LINK, active=8), 8, 64) == 1
+    assert policy.spare_slots(read(0.0, 0.0, active=3), 3, 64) == 1
 
 
 def test_nothing_opens_while_a_slot_is_free_or_nobody_waits() -> None:
@@ -106,7 +132,7 @@ def test_the_count_changes_direction_at_most_once_a_turn_period() -> None:
     assert (down.count, down.direction, down.turned_at) == (4, -1, TURN_SECONDS)
     # Spare again at once: a turn back up waits for the turn period.
     assert policy.size_slots(down, read(TURN_SECONDS + 5.0, 0.5 * LINK, active=4), 2, 8).count == 4
-    up = policy.size_slots(down, read(2 * TURN_SECONDS, 0.5 * LINK, active=4), 2, 8)
+    up = policy.size_slots(down, read(2 * TURN_SECONDS, 0.85 * LINK, active=4), 2, 8)
     assert (up.count, up.direction) == (5, +1)
 
 

@@ -113,11 +113,12 @@ class Answers:
         seconds = self._rate.complete_seconds(now)[1]
         return estimate_rate(0.0, 0.0, None, max(peak_of_means(seconds), self._rate.run_rate(now)))
 
-    def recent_delivery(self, now: float) -> float:
-        """What the link carried over the last complete seconds, in bytes per second:
-        the self-sizing slots' reading (ADR 0038)."""
-        seconds = self._rate.complete_seconds(now)[1][-DELIVERY_SECONDS:]
-        return sum(seconds) / DELIVERY_SECONDS
+    def recent_delivery(self, now: float) -> tuple[float, float]:
+        """What the link carried over the last complete seconds, in bytes per second,
+        and when the first of them began: the self-sizing slots' reading (ADR 0038)."""
+        first, seconds = self._rate.complete_seconds(now)
+        recent = seconds[-DELIVERY_SECONDS:]
+        return sum(recent) / DELIVERY_SECONDS, float(first + len(seconds) - len(recent))
 
     def next_slot_free(self, now: float) -> float:
         """When the next running session is expected to end, at its share of the rate now

@@ -271,9 +271,11 @@ class SchedulerCore:
             else None
             for session in table.active.values()
         ]
-        delivery = self._answers.recent_delivery(now)
+        delivery, since = self._answers.recent_delivery(now)
         active, limited = len(table.active), client_limited(rates, capacity)
-        return SizingReading(now, bool(table.queue), active, delivery, capacity, limited)
+        return SizingReading(
+            now, bool(table.queue), active, delivery, capacity, limited, delivery_since=since
+        )
 
     def record_tick_duration(self, seconds: float) -> None:
         self._counters.last_tick_seconds = seconds

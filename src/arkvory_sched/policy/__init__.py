@@ -135,6 +135,7 @@ from ._sizing import (
     SlotSizing,
     client_limited,
     size_slots,
+    spare_slots,
     start_sizing,
 )
 from ._slots import (
@@ -288,6 +289,7 @@ __all__ = [
     "size_slots",
     "slot_free_for",
     "smallest_first_key",
+    "spare_slots",
     "stall_reason",
     "start_sizing",
     "stride_ahead",

@@ -5,10 +5,12 @@ with few slots, and every slot more splits the link and pushes every finish late
 Clients limited on their own side (a thin line, a slow disk) leave the link part empty
 however it is shared, and hold their slots the longer: only more slots keep the link
 full and the queue moving. Under ``min_sessions`` the count moves between the
-operator's bounds, one slot per step, by what the link carries and who holds the slots:
+operator's bounds, a step at a time, by what the link carries and who holds the slots:
 
 * **Spare link:** someone waits, every slot is held, and the link carries less than
-  :data:`SPARE_SHARE` of its capacity: one slot more.
+  :data:`SPARE_SHARE` of its capacity: as many slots more as the held ones, at what
+  each carries now, would take to bring it there (:func:`spare_slots`): at least one,
+  at most as many again.
 * **Limited clients:** someone waits, every slot is held, and fewer than
   :data:`HEADROOM` slots are held by sessions their clients do not limit
   (:func:`client_limited`): one slot more, for the session that fills the link.
@@ -52,6 +54,7 @@ __all__ = [
     "SlotSizing",
     "client_limited",
     "size_slots",
+    "spare_slots",
     "start_sizing",
 ]
 
@@ -114,6 +117,9 @@ class SizingReading(NamedTuple):
     measured one; 0.0 while neither is known."""
     limited: int = 0
     """Active sessions their clients limit (:func:`client_limited`)."""
+    delivery_since: float = float("-inf")
+    """When the seconds ``delivery`` reads began: a step of more than one slot waits for
+    a reading made wholly after the last step (:func:`size_slots`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,7 +188,12 @@ def size_slots(state: SlotSizing, reading: SizingReading, minimum: int, maximum:
     target = min(maximum, max(minimum, reading.limited + HEADROOM))
     if full and count < maximum and _may_turn(state, +1, reading.now):
         if capacity > 0 and reading.delivery < SPARE_SHARE * capacity:
-            return _step(state, +1, SizingReason.SPARE, reading.now)
+            # A reading partly from before the last step does not show what the slots
+            # it opened carry: more than one slot on it opened 49 of 64 slots on
+            # PostgreSQL, whose reading is two seconds older, where 11 were enough.
+            fresh = reading.delivery_since >= state.stepped_at
+            by = spare_slots(reading, count, maximum) if fresh else 1
+            return _step(state, +1, SizingReason.SPARE, reading.now, by)
         if count < target:
             return _step(state, +1, SizingReason.LIMITED, reading.now)
     saturated = capacity > 0 and reading.delivery >= SATURATED_SHARE * capacity
@@ -216,11 +227,31 @@ def _seen(
     return (*kept, (reading.now, reading.limited))
 
 
-def _step(state: SlotSizing, direction: int, reason: SizingReason, now: float) -> SlotSizing:
+def spare_slots(reading: SizingReading, count: int, maximum: int) -> int:
+    """How many slots a step on a spare link opens: as many as would bring the link to
+    :data:`SPARE_SHARE` of its capacity if each carried what a held slot carries now;
+    at least one (a reading of nothing says nothing), at most ``count`` (the count at
+    most doubles in a step), never past ``maximum``.
+
+    One slot a step took a minute to climb from 2 to 16 in the half-slow crowd: each
+    opened slot must be taken by a waiter before the next step can see it held, and that
+    is a poll away. The link the slow clients left empty meanwhile delayed every later
+    client, and the mean completion was 1.14 times the oracle's (1.11 with this rule).
+    """
+    per_slot = reading.delivery / reading.active if reading.active else 0.0
+    wanted = (
+        int((SPARE_SHARE * reading.capacity - reading.delivery) / per_slot) if per_slot > 0 else 1
+    )
+    return max(1, min(wanted, count, maximum - count))
+
+
+def _step(
+    state: SlotSizing, direction: int, reason: SizingReason, now: float, by: int = 1
+) -> SlotSizing:
     turned = state.direction not in (0, direction)  # a step back the other way
     return replace(
         state,
-        count=state.count + direction,
+        count=state.count + direction * by,
         reason=reason,
         stepped_at=now,
         raised_at=now if direction > 0 else state.raised_at,

@@ -69,7 +69,15 @@ class FleetSizing:
         rates = [_rate_of(row, now) for row in active_rows]
         limited = client_limited(rates, capacity)
         sizer.step(
-            SizingReading(now, waiting > 0, len(active_rows), reading.recent, capacity, limited)
+            SizingReading(
+                now,
+                waiting > 0,
+                len(active_rows),
+                reading.recent,
+                capacity,
+                limited,
+                delivery_since=reading.recent_since,
+            )
         )
         state = sizer.state
         assert state is not None
