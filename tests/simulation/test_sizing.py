@@ -79,7 +79,6 @@ def test_a_fast_crowd_completes_within_two_per_cent_of_the_best_fixed_count() ->
     assert fast(None, True).mean_completion <= 1.02 * best
 
 
-@pytest.mark.xfail(strict=True, reason=NOT_YET)
 def test_a_fast_crowd_completes_within_two_per_cent_without_the_rate_told() -> None:
     best = min(fast(n).mean_completion for n in (2, 3, 4, 6))
     assert fast(None, False).mean_completion <= 1.02 * best

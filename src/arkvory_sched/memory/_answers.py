@@ -108,10 +108,15 @@ class Answers:
         bandwidth = self.settings.bandwidth
         if peak or self._last_rate or bandwidth is not None:
             return estimate_rate(peak, self._last_rate, bandwidth)
-        # A cold server: every second read, busy or not, and the delivery run so far,
-        # which reads the second in progress (only until a busy second counts).
+        return estimate_rate(0.0, 0.0, None, self.provisional_rate(now))
+
+    def provisional_rate(self, now: float) -> float:
+        """What a cold server has seen the link carry at best: every second read, busy
+        or not, and the delivery run so far, which reads the second in progress. It is
+        read only until a busy second counts (ADR 0034), and is a floor of what the
+        link can carry."""
         seconds = self._rate.complete_seconds(now)[1]
-        return estimate_rate(0.0, 0.0, None, max(peak_of_means(seconds), self._rate.run_rate(now)))
+        return max(peak_of_means(seconds), self._rate.run_rate(now))
 
     def recent_delivery(self, now: float) -> tuple[float, float]:
         """What the link carried over the last complete seconds, in bytes per second,

@@ -264,7 +264,7 @@ class SchedulerCore:
         last seconds and capacity, and the held slots' sessions' rates."""
         table, now = self._table, self._clock.monotonic()
         rate = self._answers.current_rate()
-        capacity = rate.bytes_per_second if rate.known else 0.0
+        capacity = rate.bytes_per_second if rate.known else self._answers.provisional_rate(now)
         rates = [
             session.sent_bytes() / (now - session.slot_since)
             if now - session.slot_since >= RATE_AGE_SECONDS

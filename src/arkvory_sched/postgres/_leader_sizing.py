@@ -65,7 +65,7 @@ class FleetSizing:
             return tick_sql.STORE_SESSIONS_IN_FORCE, (None, None)
         self._cleared = False
         rate = reading.rate
-        capacity = rate.bytes_per_second if rate.known else 0.0
+        capacity = rate.bytes_per_second if rate.known else reading.provisional
         rates = [_rate_of(row, now) for row in active_rows]
         limited = client_limited(rates, capacity)
         sizer.step(

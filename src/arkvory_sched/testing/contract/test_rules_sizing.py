@@ -91,6 +91,29 @@ async def test_slots_open_for_clients_that_leave_the_link_room(
         await scheduler.report(holder.grant, Delivered(None))
 
 
+async def test_a_cold_server_without_a_rate_sizes_on_what_the_link_has_carried(
+    make_scheduler: MakeScheduler, clock: FakeClock
+) -> None:
+    """No rate configured and too few busy seconds to read one: the most the link has
+    carried in a second is a floor of what it can, and slots open when the held ones
+    carry far less than that (a fast crowd without the rate told waited 6 s for its
+    first step, issue #30)."""
+    settings = contract_settings(sessions=4).with_changes(min_sessions=2)
+    scheduler = await make_scheduler(settings)
+    await scheduler.tick()
+    holders = [await admitted(scheduler, big(f"h-{n}", f"dl-h{n}", size=SIZE)) for n in range(2)]
+    for n in range(3):
+        await queued(scheduler, big(f"waiter-{n}", f"dl-w{n}", size=SIZE))
+    # The first second carries the link's rate; then the holders slow to a twentieth.
+    await _run(scheduler, clock, holders, 1.0, LINK / 2)
+    await _run(scheduler, clock, holders, 1.5, LINK / 40)
+    stats = await scheduler.stats()
+    assert stats.sessions_limit >= 3, stats.sessions_limit
+    assert stats.slot_sizing is not None and stats.slot_sizing.reason == "spare-link"
+    for holder in holders:
+        await scheduler.report(holder.grant, Delivered(None))
+
+
 async def test_a_saturated_link_lets_the_count_fall_as_sessions_finish(
     make_scheduler: MakeScheduler, clock: FakeClock
 ) -> None:
