@@ -45,6 +45,12 @@ async def _run(
         await scheduler.tick()
 
 
+async def _finish(scheduler: DownloadScheduler, holders: list[Admitted]) -> None:
+    """Every holder's download delivered: the test leaves no slot held."""
+    for holder in holders:
+        await scheduler.report(holder.grant, Delivered(None))
+
+
 async def _sized(
     make_scheduler: MakeScheduler, most: int, holders: int
 ) -> tuple[DownloadScheduler, list[Admitted]]:
@@ -87,8 +93,7 @@ async def test_slots_open_for_clients_that_leave_the_link_room(
     assert (await scheduler.stats()).sessions_limit == 5
     fourth = await scheduler.admit(replace(waiters[3], ticket=told[3].ticket))
     assert isinstance(fourth, Queued), fourth
-    for holder in holders:
-        await scheduler.report(holder.grant, Delivered(None))
+    await _finish(scheduler, holders)
 
 
 async def test_a_cold_server_without_a_rate_sizes_on_what_the_link_has_carried(
@@ -110,8 +115,7 @@ async def test_a_cold_server_without_a_rate_sizes_on_what_the_link_has_carried(
     stats = await scheduler.stats()
     assert stats.sessions_limit >= 3, stats.sessions_limit
     assert stats.slot_sizing is not None and stats.slot_sizing.reason == "spare-link"
-    for holder in holders:
-        await scheduler.report(holder.grant, Delivered(None))
+    await _finish(scheduler, holders)
 
 
 async def test_a_saturated_link_lets_the_count_fall_as_sessions_finish(
@@ -139,8 +143,7 @@ async def test_a_saturated_link_lets_the_count_fall_as_sessions_finish(
     await _run(scheduler, clock, holders, 1.0, LINK / 2)
     refused = await scheduler.admit(replace(late, ticket=late_told.ticket))
     assert isinstance(refused, Queued), refused
-    for holder in holders:
-        await scheduler.report(holder.grant, Delivered(None))
+    await _finish(scheduler, holders)
 
 
 async def test_a_fixed_count_reports_no_sizing_and_keeps_its_count(
@@ -152,5 +155,4 @@ async def test_a_fixed_count_reports_no_sizing_and_keeps_its_count(
     await _run(scheduler, clock, holders, 4 * STEP_SECONDS, LINK / 20)
     stats = await scheduler.stats()
     assert (stats.sessions_limit, stats.slot_sizing) == (3, None)
-    for holder in holders:
-        await scheduler.report(holder.grant, Delivered(None))
+    await _finish(scheduler, holders)
