@@ -14,6 +14,7 @@ import pytest
 from arkvory_sched import Admitted, Grant, Queued
 from arkvory_sched._rate import peak_of_means
 from arkvory_sched.postgres import PostgresScheduler
+from arkvory_sched.postgres._estimate_inputs import FleetRate
 from arkvory_sched.testing import FakeClock
 from tests.postgres._helpers import FLEET_SETTINGS, MIB, Connect, download
 
@@ -185,3 +186,27 @@ async def test_a_full_link_served_by_several_processes_opens_no_slot(
     published = await db.fetchrow("SELECT sessions_in_force, sizing_reason FROM queue_state")
     assert published["sessions_in_force"] == warm, (warm, dict(published))
     assert warm is not None and warm < 9
+
+
+async def test_the_delivery_is_read_up_to_the_last_second_every_process_reported(
+    connect: Connect, db: asyncpg.Connection
+) -> None:
+    """ADR 0038: the self-sizing slots read the fleet's delivery up to the last second
+    every other live process has reported with its heartbeat; a leader alone reads its
+    own to the last. Read two seconds back whatever the fleet, one process stepped a
+    slot at a time where memory opened several: the simulation's half-slow crowd was at
+    1.13 of the oracle on PostgreSQL, and is at 1.10 read to the last second."""
+    await connect()  # the schema, migrated
+    await db.execute("DELETE FROM fleet_node")
+    rate = FleetRate("leader", lease_seconds=30.0)
+    own = (1000, [0.0] * 57 + [2.0 * MIB, 4.0 * MIB, 6.0 * MIB])  # seconds 1000..1059
+    alone = await rate.read(db, FLEET_SETTINGS, 1060.2, busy=True, local_seconds=own)
+    assert (alone.recent, alone.recent_since) == (5.0 * MIB, 1058.0)
+    # Another process, whose last heartbeat brought its seconds up to 1057.
+    await db.execute(
+        "INSERT INTO fleet_node (node_id, rate_first, rate_seconds) VALUES ('other', 998, $1)",
+        [1.0 * MIB] * 60,
+    )
+    fleet = await rate.read(db, FLEET_SETTINGS, 1060.2, busy=True, local_seconds=own)
+    # Seconds 1056 and 1057: the leader's 0 and 2 MiB, the other's 1 MiB each.
+    assert (fleet.recent, fleet.recent_since) == (2.0 * MIB, 1056.0)

@@ -119,3 +119,8 @@ def test_on_postgresql_the_leader_sizes_the_fleet_s_slots() -> None:
 @pytest.mark.xfail(strict=True, reason=NOT_YET)
 def test_on_postgresql_half_slow_keeps_the_link_full_while_anyone_waits() -> None:
     assert on_postgres().run.link_use_while_queued >= 0.95
+
+
+def test_on_postgresql_half_slow_completes_within_a_tenth_of_the_oracle() -> None:
+    run = on_postgres()
+    assert run.mean_completion <= 1.10 * run.ideal

@@ -49,11 +49,6 @@ class RateReading:
     """When the first of those seconds began."""
 
 
-REPORT_LAG_SECONDS = 2
-"""Complete seconds at the end of the fleet's that other processes may not have
-reported yet: a heartbeat each second carries each one's seconds up to its last."""
-
-
 class FleetRate:
     """The fleet's delivery rate as the leader reads it at each tick (ADR 0027, 0028,
     0034): the peak of the processes' summed seconds, only the busy ones."""
@@ -101,10 +96,13 @@ class FleetRate:
         # The last seconds may not hold the other processes' bytes yet: each reports
         # its seconds with its heartbeat. Read as they were, the fleet looked a third as
         # busy with three processes, and the self-sizing slots opened to their maximum.
-        recent = sum(totals[-DELIVERY_SECONDS - REPORT_LAG_SECONDS : -REPORT_LAG_SECONDS])
-        recent /= DELIVERY_SECONDS
-        since = first + len(totals) - DELIVERY_SECONDS - REPORT_LAG_SECONDS
-        return RateReading(counted, provisional, rate, recent, float(since))
+        # So the delivery is read up to the last second every process has reported; a
+        # leader alone reads its own to the last.
+        end = first + len(totals)
+        reported = fleet["reported_to"]
+        upto = end if reported is None else max(first + DELIVERY_SECONDS, min(end, reported))
+        recent = sum(totals[upto - first - DELIVERY_SECONDS : upto - first]) / DELIVERY_SECONDS
+        return RateReading(counted, provisional, rate, recent, float(upto - DELIVERY_SECONDS))
 
 
 async def waiter_schedule(

@@ -188,7 +188,9 @@ FROM download_slot AS s JOIN download_session AS d ON d.session_key = s.session_
 -- they are at the tick (first $3, bytes $4). Beside them: the sum of the peaks of live
 -- processes without seconds (an older version, during a rolling upgrade), added as the
 -- older leader added them, and the last fleet rate stored, which stays when the window
--- holds no byte, as one process keeps its last peak.
+-- holds no byte, as one process keeps its last peak. And the end of the seconds that
+-- every other live process has reported (NULL with none): the fleet's seconds before it
+-- are complete.
 WITH live AS (
     SELECT rate, rate_first, rate_seconds FROM fleet_node
     WHERE heartbeat_at >= now() - make_interval(secs => $1) AND node_id <> $2
@@ -209,7 +211,9 @@ SELECT
      FROM generate_series($5::bigint - $6::int, $5::bigint - 1) AS w(second)
      LEFT JOIN per_second AS p ON p.second = w.second) AS totals,
     (SELECT coalesce(sum(rate), 0) FROM live WHERE rate_seconds IS NULL)::float8 AS older,
-    (SELECT fleet_rate FROM queue_state)::float8 AS stored
+    (SELECT fleet_rate FROM queue_state)::float8 AS stored,
+    (SELECT min(rate_first + cardinality(rate_seconds)) FROM live
+     WHERE rate_first IS NOT NULL)::bigint AS reported_to
 
 -- name: store_estimates
 UPDATE queue_state SET finish_table = $1, finish_table_at = $2, fleet_rate = $3,
