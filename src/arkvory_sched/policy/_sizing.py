@@ -194,7 +194,8 @@ def size_slots(state: SlotSizing, reading: SizingReading, minimum: int, maximum:
         if capacity > 0 and reading.delivery < SPARE_SHARE * capacity:
             # A reading partly from before the last step does not show what the slots
             # it opened carry: more than one slot on it opened 49 of 64 slots on
-            # PostgreSQL, whose reading is two seconds older, where 11 were enough.
+            # PostgreSQL, whose reading waits for every process's report, where 11
+            # were enough.
             fresh = reading.delivery_since >= state.stepped_at
             by = spare_slots(reading, count, maximum) if fresh else 1
             return _step(state, +1, SizingReason.SPARE, reading.now, by)
