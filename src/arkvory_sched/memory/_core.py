@@ -42,7 +42,7 @@ from .._rate import PeakRateMeter
 from .._request_admission import PendingRequest, RequestAdmission
 from .._slot_sizer import SlotSizer
 from .._tickets import TicketSigner
-from ..policy import RATE_AGE_SECONDS, SizingReading, StartEstimate, client_limited
+from ..policy import SizingReading, StartEstimate, held_pace, sizing_reading
 from ..settings import SchedulerSettings
 from ._admission import Admission
 from ._answers import Answers
@@ -265,16 +265,18 @@ class SchedulerCore:
         table, now = self._table, self._clock.monotonic()
         rate = self._answers.current_rate()
         capacity = rate.bytes_per_second if rate.known else self._answers.provisional_rate(now)
-        rates = [
-            session.sent_bytes() / (now - session.slot_since)
-            if now - session.slot_since >= RATE_AGE_SECONDS
-            else None
+        paces = [
+            held_pace(session.sent_bytes(), session.slot_since, now)
             for session in table.active.values()
         ]
         delivery, since = self._answers.recent_delivery(now)
-        active, limited = len(table.active), client_limited(rates, capacity)
-        return SizingReading(
-            now, bool(table.queue), active, delivery, capacity, limited, delivery_since=since
+        return sizing_reading(
+            now,
+            waiting=bool(table.queue),
+            paces=paces,
+            delivery=delivery,
+            delivery_since=since,
+            capacity=capacity,
         )
 
     def record_tick_duration(self, seconds: float) -> None:

@@ -56,7 +56,9 @@ __all__ = [
     "SizingReason",
     "SlotSizing",
     "client_limited",
+    "held_pace",
     "size_slots",
+    "sizing_reading",
     "spare_slots",
     "start_sizing",
 ]
@@ -169,6 +171,39 @@ def client_limited(rates: Sequence[float | None], capacity: float) -> int:
     if unread and capacity > 0:
         top = max(top, (capacity - sum(read)) / unread)
     return sum(1 for rate in read if rate < LIMITED_SHARE * top)
+
+
+def held_pace(sent: float, since: float | None, now: float) -> float | None:
+    """A held slot's session's rate: the bytes it ``sent`` since it took the slot at
+    ``since``, per second; ``None`` while it has held it less than
+    :data:`RATE_AGE_SECONDS` (or the store does not know when it took it)."""
+    if since is None or now - since < RATE_AGE_SECONDS:
+        return None
+    return sent / (now - since)
+
+
+def sizing_reading(
+    now: float,
+    *,
+    waiting: bool,
+    paces: Sequence[float | None],
+    delivery: float,
+    delivery_since: float,
+    capacity: float,
+) -> SizingReading:
+    """One store's reading at a tick: the held slots' :func:`held_pace` values, what the
+    link carried over its last complete seconds from ``delivery_since``, and its
+    ``capacity``; the sessions their clients limit are counted here, alike on every
+    store."""
+    return SizingReading(
+        now,
+        waiting,
+        len(paces),
+        delivery,
+        capacity,
+        client_limited(paces, capacity),
+        delivery_since,
+    )
 
 
 def start_sizing(minimum: int, now: float) -> SlotSizing:

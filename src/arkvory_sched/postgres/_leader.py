@@ -308,7 +308,8 @@ class QueueLeader:
         rate = reading.rate.bytes_per_second
         configured = self._configured or settings
         sized = await self._sizing.step(conn, configured, now, waiting, active_rows, reading)
-        last_writes.extend([sized] if sized else [])
+        if sized:
+            last_writes.append(sized)
         per_session = rate / max(1, len(active_rows))
         remaining = [_remaining(row) for row in active_rows]
         soon = soon_interactive = active_interactive = 0

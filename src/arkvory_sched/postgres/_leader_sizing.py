@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import asyncpg
 
 from .._slot_sizer import SlotSizer
-from ..policy import RATE_AGE_SECONDS, SizingReading, client_limited
+from ..policy import held_pace, sizing_reading
 from ..settings import SchedulerSettings
 from . import _sql_tick as tick_sql
 from ._estimate_inputs import RateReading
@@ -66,17 +66,16 @@ class FleetSizing:
         self._cleared = False
         rate = reading.rate
         capacity = rate.bytes_per_second if rate.known else reading.provisional
-        rates = [_rate_of(row, now) for row in active_rows]
-        limited = client_limited(rates, capacity)
         sizer.step(
-            SizingReading(
+            sizing_reading(
                 now,
-                waiting > 0,
-                len(active_rows),
-                reading.recent,
-                capacity,
-                limited,
+                waiting=waiting > 0,
+                paces=[
+                    held_pace(float(row["covered"]), row["slot_since"], now) for row in active_rows
+                ],
+                delivery=reading.recent,
                 delivery_since=reading.recent_since,
+                capacity=capacity,
             )
         )
         state = sizer.state
@@ -100,11 +99,3 @@ class FleetSizing:
         if count == configured.sessions:
             return configured, row["sizing_reason"]
         return configured.with_changes(sessions=count), row["sizing_reason"]
-
-
-def _rate_of(row: asyncpg.Record, now: float) -> float | None:
-    """A held slot's session's rate since it took the slot; ``None`` while too new."""
-    since: float | None = row["slot_since"]
-    if since is None or now - since < RATE_AGE_SECONDS:
-        return None
-    return float(row["covered"]) / (now - since)
