@@ -70,7 +70,10 @@ def scrape(tmp_path_factory: pytest.TempPathFactory) -> Scrape:
     root = base / "served"
     for name in ("held.bin", "queued.bin"):
         write_pattern_file(root / name, 2 * MIB)
-    server = DemoServer(root, base / "server.log", env=ONE_SLOT, bandwidth=40_000_000, tokens=())
+    # No hold: the waiting download, next in line, is answered at once instead of held at
+    # the door for the idle holder's slot (R-HOLD-2).
+    env = {**ONE_SLOT, "ARKVORY_DOWNLOAD_HOLD_SECONDS": "0"}
+    server = DemoServer(root, base / "server.log", env=env, bandwidth=40_000_000, tokens=())
     server.start()
     try:
         SlotHolder(server, "held.bin", "holds-the-slot").take()

@@ -264,6 +264,8 @@ class RecordingScheduler(InMemoryDownloadScheduler):
 
     async def wait_at_the_door(self, timeout: float) -> None:
         self.door_waits.append(timeout)
+        if self.middleware is not None:
+            self.held_at_waits.append(self.middleware.held)
         await super().wait_for_change(timeout)
 
     async def progress(self, grant: Grant, nbytes: int) -> None:
@@ -905,8 +907,9 @@ async def test_request_without_id_is_held_then_gets_an_honest_503(make: Build) -
     # Held for the hold: not less, and never asking to wait beyond what was left of it
     # (so not longer either, but for the time the machine took to run it).
     assert elapsed >= HOLD - 0.05
-    assert harness.scheduler.waits, "the request was not held"
-    assert max(harness.scheduler.waits) <= HOLD + 1e-6  # (floating-point slack)
+    waits = harness.scheduler.waits + harness.scheduler.door_waits  # next in line: the door
+    assert waits, "the request was not held"
+    assert max(waits) <= HOLD + 1e-6  # (floating-point slack)
     assert response.status_code == 503
     assert int(response.headers["retry-after"]) >= 1
     assert problem(response)["reason"] == "download_queued"
@@ -934,33 +937,35 @@ async def test_a_protocol_waiter_at_the_door_takes_the_slot_the_moment_it_frees(
     make: Build,
 ) -> None:
     """R-HOLD-2: a client with a download id in the next round, whose slot may free
-    within the hold, is held like a tool without one; a newcomer and a waiter further
-    back are answered at once."""
+    within the hold, is held like a tool without one, from its first request on (ADR
+    0038); a waiter further back is answered at once, its first request and its next."""
     harness = make(hold_seconds=LONG_HOLD, sessions=1)
+    answers: list[httpx.Response] = []
     async with harness.client() as client:
         await occupy_the_slot(client)
-        with anyio.fail_after(SETTLE_SECONDS):  # neither is held
-            newcomer = await fetch(client, user="svc-second", download_id="second")
-            behind = await fetch(client, user="svc-third", download_id="third")
-        assert (newcomer.status_code, behind.status_code) == (503, 503)
-        await harness.scheduler.tick()
-        with anyio.fail_after(SETTLE_SECONDS):  # the second in line is not at the door
-            again = await fetch(
-                client,
-                user="svc-third",
-                download_id="third",
-                headers={TICKET_HEADER: behind.headers[TICKET_HEADER]},
-            )
-        assert again.status_code == 503
-        assert again.headers["arkvory-queue-position"] == "2"
-        at_the_door = partial(
-            fetch,
-            client,
-            user="svc-second",
-            download_id="second",
-            headers={TICKET_HEADER: newcomer.headers[TICKET_HEADER]},
-        )
-        response = await held_until_the_slot_frees(harness, client, at_the_door)
+        with anyio.fail_after(SETTLE_SECONDS):
+            async with anyio.create_task_group() as tasks:
+
+                async def at_the_door() -> None:
+                    answers.append(await fetch(client, user="svc-second", download_id="second"))
+
+                tasks.start_soon(at_the_door)
+                await eventually(lambda: harness.middleware.held == 1)
+                behind = await fetch(client, user="svc-third", download_id="third")
+                assert behind.status_code == 503
+                await harness.scheduler.tick()
+                again = await fetch(
+                    client,
+                    user="svc-third",
+                    download_id="third",
+                    headers={TICKET_HEADER: behind.headers[TICKET_HEADER]},
+                )
+                assert again.status_code == 503
+                assert again.headers["arkvory-queue-position"] == "2"
+                assert harness.middleware.held == 1
+                await finish_first(client)
+                await harness.scheduler.tick()
+    (response,) = answers
     assert response.status_code == 200
     assert response.content == BIG
     assert harness.middleware.held == 0
@@ -1411,18 +1416,20 @@ async def test_after_close_waiters_get_shutting_down_and_active_sessions_finish(
     answers: list[httpx.Response] = []
     async with harness.client() as client:
         await occupy_the_slot(client)
-        waiting = await fetch(client, user="svc-second", download_id="second")
-        assert waiting.status_code == 503
         async with anyio.create_task_group() as tasks:
 
-            async def held() -> None:
-                answers.append(await fetch(client, user="svc-tool"))
+            async def held(user: str, download_id: str | None = None) -> None:
+                answers.append(await fetch(client, user=user, download_id=download_id))
 
-            tasks.start_soon(held)
+            # The next in line, held at the door, and a tool held behind it.
+            tasks.start_soon(held, "svc-second", "second")
             await eventually(lambda: harness.middleware.held == 1)
-            with anyio.fail_after(SETTLE_SECONDS):  # the held request was woken …
+            tasks.start_soon(held, "svc-tool")
+            await eventually(lambda: harness.middleware.held == 2)
+            with anyio.fail_after(SETTLE_SECONDS):  # the held requests were woken …
                 await harness.scheduler.close()
                 await eventually(lambda: harness.middleware.held == 0)  # … not held to the end
+        assert len(answers) == 2
         again = await fetch(client, user="svc-second", download_id="second")
         newcomer = await fetch(client, user="svc-third", download_id="third")
         small = await fetch(client, "small", user="svc-fourth")

@@ -167,7 +167,7 @@ def test_only_a_placed_waiter_of_the_next_round_whose_slot_may_free_within_the_h
     assert held(4, NOW + 20.0)  # the last of the round, its slot freeing at the hold's end
     assert not held(5, NOW + 5.0)  # a round further back
     assert not held(1, NOW + 20.5)  # its slot frees after the hold: told when to come back
-    assert not held(None, NOW)  # a newcomer: its first answer is at once (R-EST-3)
+    assert not held(None, NOW)  # no place known: told when to come back
     assert not held_at_the_door(1, NOW, NOW, sessions=4, hold=0.0)  # holding is off
 
 

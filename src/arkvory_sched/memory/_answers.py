@@ -241,7 +241,7 @@ class Answers:
             download_class=session.base_class,
             ticket=self.issue_ticket(session),
             at_the_door=held_at_the_door(
-                None if newcomer else ahead + 1,
+                ahead + 1,
                 estimate.earliest,
                 now,
                 sessions=self.settings.sessions,

@@ -245,8 +245,14 @@ def held_at_the_door(
     slot half a second late on average: with nine slots turning over five times a
     second, a fifth of the gate's slot-seconds idled while hundreds waited. Held at the
     door, it takes the slot the moment it frees. Only the next round is held, so a
-    process keeps at most about ``sessions`` such requests open; a newcomer (no place
-    yet) is answered at once, as it always was.
+    process keeps at most about ``sessions`` such requests open.
+
+    A newcomer is held too when its place is in the next round: told to come back in
+    2 s (R-EST-3) while a slot freed within the second, it left that slot empty. Where
+    the queue is short, as when a crowd begins or the count of slots rises (issue #30),
+    that was most handovers: the half-slow crowd of simulation scenario 6 left 3 % of
+    its link unused while someone waited, and completed 1.11 times the oracle's mean
+    (1.08 held). ``position`` ``None``: no place known, never held.
     """
     if position is None or hold <= 0:
         return False

@@ -126,7 +126,7 @@ class Answers:
             download_class=cls,
             ticket=self.session_ticket(key, row),
             at_the_door=held_at_the_door(
-                None if is_newcomer else ahead + 1,
+                ahead + 1,
                 estimate.earliest,
                 now,
                 sessions=self._running.settings.sessions,
