@@ -2,7 +2,7 @@
 -- `make schema` (python -m tests.schema_snapshot): do not edit. The migrations
 -- in migrations/ are the source; tests/postgres/test_schema_snapshot.py checks
 -- that this file equals a fresh migration. Migrations: 0001_queue to
--- 0020_sessions_in_force (20). The schema is named `arkvory` here;
+-- 0021_in_flight_time (21). The schema is named `arkvory` here;
 -- an installation may choose another (--schema).
 --
 -- PostgreSQL database dump
@@ -1066,6 +1066,7 @@ CREATE TABLE arkvory.range_share (
     ranges integer NOT NULL,
     in_flight_bytes bigint DEFAULT 0 NOT NULL,
     in_flight_seq bigint DEFAULT 0 NOT NULL,
+    in_flight_at double precision,
     CONSTRAINT range_share_in_flight_bytes_check CHECK ((in_flight_bytes >= 0)),
     CONSTRAINT range_share_ranges_check CHECK ((ranges >= 0))
 );

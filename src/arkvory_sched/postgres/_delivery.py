@@ -139,14 +139,17 @@ class Delivery:
 
     async def write_in_flight(self, conn: asyncpg.Connection) -> None:
         """The tick's write of bytes in flight: at most once every ``IN_FLIGHT_SECONDS``
-        of queue time, one statement for every lease whose count moved since."""
+        of queue time, one statement for every lease whose count moved since or whose
+        responses still run."""
         now = self._clock.monotonic()
         if now < self._next_in_flight:
             return
         self._next_in_flight = now + IN_FLIGHT_SECONDS
-        unwritten = self._leases.unwritten()
-        if unwritten:
-            await self.store_in_flight(conn, unwritten)
+        # A running response's count is written again even unmoved: its time says the
+        # count is whole up to now (a stalled client's pace must not read as its last).
+        due = self._leases.unwritten_or_running()
+        if due:
+            await self.store_in_flight(conn, due)
 
     async def store_in_flight(self, conn: asyncpg.Connection, leases: list[Lease]) -> None:
         """Write the bytes in flight of ``leases`` to this process's range_share rows.
@@ -166,6 +169,7 @@ class Delivery:
                 counts,
                 self._node,
                 self._in_flight_seq,
+                self._clock.monotonic(),
             )
         except BaseException:
             for lease in leases:

@@ -6,6 +6,15 @@ held slots' sessions and whether anyone waits. The count goes out with the tick'
 writes, fenced like the rest of it; every process takes it as ``sessions`` for its
 claims at its next tick (:meth:`FleetSizing.in_force`), and a new leader starts from
 it, so a failover neither resets the count nor runs two controllers.
+
+A held slot's pace is read over the time its bytes cover: a running response's count
+is as of its process's last write of bytes in flight, up to ``IN_FLIGHT_SECONDS``
+back (``sent_as_of``; migration 0021). Read up to the tick, every pace read low by up
+to a second of its bytes (a fifth for a slot held five seconds). The sessions too new
+to read are then taken to fill what the read ones seemed to leave of the link, which
+made every read one look limited by its client: in the half-slow crowd of simulation
+scenario 6 the count climbed from 18 to 24 a slot at a time on such readings, and the
+fast clients shared the link the more (1.15 times the oracle's mean completion).
 """
 
 from __future__ import annotations
@@ -70,9 +79,7 @@ class FleetSizing:
             sizing_reading(
                 now,
                 waiting=waiting > 0,
-                paces=[
-                    held_pace(float(row["covered"]), row["slot_since"], now) for row in active_rows
-                ],
+                paces=[_pace(row, now) for row in active_rows],
                 delivery=reading.recent,
                 delivery_since=reading.recent_since,
                 capacity=capacity,
@@ -99,3 +106,9 @@ class FleetSizing:
         if count == configured.sessions:
             return configured, row["sizing_reason"]
         return configured.with_changes(sessions=count), row["sizing_reason"]
+
+
+def _pace(row: asyncpg.Record, now: float) -> float | None:
+    """A held slot's pace over the time its bytes cover (the module's docstring)."""
+    as_of = row["sent_as_of"]
+    return held_pace(float(row["covered"]), row["slot_since"], now if as_of is None else as_of)

@@ -155,10 +155,13 @@ class LeaseCache:
             or (lease.share > lease.in_flight and (lease.contended or not lease.held))
         ]
 
-    def unwritten(self) -> list[Lease]:
-        """Leases whose bytes in flight differ from what this process last wrote."""
+    def unwritten_or_running(self) -> list[Lease]:
+        """Leases whose bytes in flight differ from what this process last wrote, or
+        that have bytes in flight (their count is written again with its time)."""
         return [
-            lease for lease in self._leases.values() if lease.bytes_in_flight != lease.bytes_written
+            lease
+            for lease in self._leases.values()
+            if lease.bytes_in_flight != lease.bytes_written or lease.bytes_in_flight > 0
         ]
 
     def in_flight_keys(self) -> list[bytes]:

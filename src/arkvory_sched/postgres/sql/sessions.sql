@@ -89,7 +89,8 @@ SELECT record_interruption($1, $2, $3, $4, $5)
 -- statement for all its leases about once a second, and one when a response that
 -- reported progress ends. Fenced by the token; $5 orders this process's writes, which
 -- leave on different connections, so an older write arriving late changes nothing.
-UPDATE range_share AS r SET in_flight_bytes = f.nbytes, in_flight_seq = $5
+-- $6: when the counts were taken (ADR 0038: a pace is read up to then).
+UPDATE range_share AS r SET in_flight_bytes = f.nbytes, in_flight_seq = $5, in_flight_at = $6
 FROM unnest($1::int[], $2::bigint[], $3::bigint[]) AS f(slot_no, lease_token, nbytes)
 WHERE r.slot_no = f.slot_no AND r.node_id = $4 AND r.lease_token = f.lease_token
   AND r.in_flight_seq < $5

@@ -174,10 +174,15 @@ WHERE session_key = ANY($1::bytea[]) AND state = 0
 -- `covered`: what is sent of the download, responses still running included (ADR 0033).
 -- Where the download starts: as its delivered ranges say, else as its first request
 -- did (`start_hint`, issue #28: a resume's one long response is half the object).
+-- `sent_as_of`: when the oldest count of its responses still running was written, up
+-- to which `covered` is whole; NULL when none has sent bytes not yet delivered (ADR 0038).
 SELECT d.base_class, d.principal, d.object_size, d.yield_requested, d.slot_since,
        coalesce(d.start_offset, d.start_hint) AS start_offset,
        least({covered_bytes} + {in_flight_bytes},
-             d.object_size - coalesce(d.start_offset, d.start_hint, 0)) AS covered
+             d.object_size - coalesce(d.start_offset, d.start_hint, 0)) AS covered,
+       (SELECT min(f.in_flight_at) FROM range_share AS f
+        WHERE f.slot_no = s.slot_no AND f.lease_token = s.lease_token
+          AND f.in_flight_bytes > 0) AS sent_as_of
 FROM download_slot AS s JOIN download_session AS d ON d.session_key = s.session_key
 
 -- name: fleet_seconds

@@ -129,13 +129,17 @@ async def test_a_saturated_link_lets_the_count_fall_as_sessions_finish(
     assert (await scheduler.stats()).sessions_limit == 3
     late = big("late", "dl-late", size=SIZE)
     late_told = await queued(scheduler, late)
-    # The clients speed up and fill the link; a minute later the count falls by one,
-    # and all three keep their slots.
-    await _run(scheduler, clock, holders, TURN_SECONDS + 2 * STEP_SECONDS, LINK / 3)
+    # The clients speed up and fill the link; a minute after the last reading that saw
+    # the first two slow (their paces are over the time since they took their slots, and
+    # a store may read them as of its last write of bytes in flight, a second back) the
+    # count falls by one, and all three keep their slots.
+    await _run(scheduler, clock, holders, TURN_SECONDS + 3 * STEP_SECONDS, LINK / 3)
     stats = await scheduler.stats()
     assert stats.sessions_limit == 2, stats.sessions_limit
     assert stats.active == 3
-    assert stats.slot_sizing is not None and stats.slot_sizing.reason == "saturated"
+    # Fallen for a saturated link, and then at its minimum on the next reading.
+    assert stats.slot_sizing is not None
+    assert stats.slot_sizing.reason in ("saturated", "at-minimum"), stats.slot_sizing
     for holder in holders:
         await scheduler.progress(holder.grant, MIB)  # still theirs
     # One finishes: two held, two in force, nobody admitted.
