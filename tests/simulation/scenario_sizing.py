@@ -189,10 +189,21 @@ def _simulation(
     build: Callable[[RequestTimerLike], DownloadScheduler],
     clock: FakeClock,
     clients: list[ClientSpec],
+    settings: SchedulerSettings,
     *,
     serial: bool = False,
 ) -> LinkSimulation:
-    return LinkSimulation(build, clock, clients, bandwidth=LINK, serial=serial)
+    """The crowd through the middleware's hold, as a server holds it: a waiter at the
+    door takes a slot the moment it frees or opens."""
+    return LinkSimulation(
+        build,
+        clock,
+        clients,
+        bandwidth=LINK,
+        serial=serial,
+        hold_seconds=settings.hold_seconds,
+        hold_limit=settings.transfer_queue_limit,
+    )
 
 
 async def _on_memory(
@@ -207,7 +218,7 @@ async def _on_memory(
         )
         return _counting(scheduler, clock, counts)
 
-    return await _simulation(build, clock, clients).run()
+    return await _simulation(build, clock, clients, settings).run()
 
 
 async def _on_postgres(
@@ -217,7 +228,7 @@ async def _on_postgres(
     counts: list[tuple[float, int]],
 ) -> SimulationRun:
     def simulation(build: Build, clock: FakeClock) -> LinkSimulation:
-        return _simulation(build, clock, clients, serial=True)
+        return _simulation(build, clock, clients, settings, serial=True)
 
     def wrap(scheduler: DownloadScheduler, clock: FakeClock) -> DownloadScheduler:
         return _counting(scheduler, clock, counts)

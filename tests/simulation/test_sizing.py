@@ -23,7 +23,6 @@ from .scenario_sizing import (
 )
 
 TOLD = (True, False)
-NOT_YET = "issue #30: the count climbs from the minimum while slow clients come (ADR 0038)"
 
 
 def _label(told: bool) -> str:
@@ -61,7 +60,6 @@ def test_half_slow_keeps_the_link_full_while_anyone_waits_with_the_rate_not_told
     assert half(False).run.link_use_while_queued >= 0.95
 
 
-@pytest.mark.xfail(strict=True, reason=NOT_YET)
 @pytest.mark.parametrize("told", TOLD, ids=_label)
 def test_half_slow_completes_within_a_tenth_of_the_oracle_that_knows_speeds(told: bool) -> None:
     run = half(told)
@@ -116,7 +114,6 @@ def test_on_postgresql_the_leader_sizes_the_fleet_s_slots() -> None:
     assert all(b - a >= 60.0 for a, b in itertools.pairwise(turns)), turns
 
 
-@pytest.mark.xfail(strict=True, reason=NOT_YET)
 def test_on_postgresql_half_slow_keeps_the_link_full_while_anyone_waits() -> None:
     assert on_postgres().run.link_use_while_queued >= 0.95
 
