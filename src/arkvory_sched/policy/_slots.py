@@ -251,8 +251,8 @@ def held_at_the_door(
     2 s (R-EST-3) while a slot freed within the second, it left that slot empty. Where
     the queue is short, as when a crowd begins or the count of slots rises (issue #30),
     that was most handovers: the half-slow crowd of simulation scenario 6 left 3 % of
-    its link unused while someone waited, and completed 1.11 times the oracle's mean
-    (1.08 held). ``position`` ``None``: no place known, never held.
+    its link unused while someone waited, and completed at 1.11 times the oracle's mean
+    (1.07 held). ``position`` ``None``: no place known, never held.
     """
     if position is None or hold <= 0:
         return False
