@@ -43,6 +43,7 @@ from arkvory_sched import (
     RangeKind,
     Rejected,
 )
+from arkvory_sched.policy import NEWCOMER_CHECK_SECONDS
 from arkvory_sched.testing import FakeClock
 
 from .clients import TAIL_BYTES, ClientKind, ClientResult, ClientSpec
@@ -441,7 +442,7 @@ class LinkSimulation:
                 result.estimate_earliest = self._now + (decision.starts_earliest - wall_now)
                 result.estimate_latest = self._now + (decision.starts_latest - wall_now)
                 result.first_position = decision.position
-            if self._held_on(client, decision):
+            if self._held_on(client, decision, newcomer=not polled):
                 return
         else:
             assert isinstance(decision, Rejected)
@@ -450,11 +451,11 @@ class LinkSimulation:
         jitter = self._random.uniform(0.0, 0.25)
         self._schedule(self._now + decision.retry_after + jitter, self._REQUEST, client)
 
-    def _held_on(self, client: _Client, decision: Queued) -> bool:
+    def _held_on(self, client: _Client, decision: Queued, *, newcomer: bool) -> bool:
         """Whether the middleware keeps holding a queued request, rather than answering
         ``503`` now (its ``_hold``: up to ``hold_seconds``, at most ``hold_limit``
         requests at once): one without an id, or a protocol client's while it is at the
-        door (R-HOLD-2)."""
+        door (R-HOLD-2), a ``newcomer``'s (no ticket yet) up to its first answer's 2 s."""
         if self._hold_seconds <= 0:
             return False
         if client.spec.client is ClientKind.SDK and not decision.at_the_door:
@@ -463,7 +464,10 @@ class LinkSimulation:
         if client.held_until is None:
             if len(self._held) >= self._hold_limit:
                 return False
-            client.held_until = self._now + self._hold_seconds
+            hold = self._hold_seconds
+            if client.spec.client is ClientKind.SDK and newcomer:
+                hold = min(hold, NEWCOMER_CHECK_SECONDS)  # a newcomer: its first answer is due
+            client.held_until = self._now + hold
             self._held[id(client)] = client
             self._schedule(client.held_until, self._HOLD_END, client)
         if self._now < client.held_until:

@@ -62,7 +62,7 @@ from arkvory_sched.asgi._asgi import ASGIApp, Message
 from arkvory_sched.asgi._middleware import DownloadSchedulerMiddleware
 from arkvory_sched.asgi._ranges import Satisfiable, Unsatisfiable, content_range, parse_range
 from arkvory_sched.memory._core import SchedulerCore
-from arkvory_sched.policy import AT_THE_DOOR_RECHECK_SECONDS
+from arkvory_sched.policy import AT_THE_DOOR_RECHECK_SECONDS, NEWCOMER_CHECK_SECONDS
 from arkvory_sched.testing import FakeClock
 
 from ._helpers import SteppingClock
@@ -937,35 +937,39 @@ async def test_a_protocol_waiter_at_the_door_takes_the_slot_the_moment_it_frees(
     make: Build,
 ) -> None:
     """R-HOLD-2: a client with a download id in the next round, whose slot may free
-    within the hold, is held like a tool without one, from its first request on (ADR
-    0038); a waiter further back is answered at once, its first request and its next."""
+    within the hold, is held like a tool without one; as a newcomer only until its
+    first answer is due (2 s, R-EST-3: ADR 0038); a waiter further back is answered at
+    once."""
     harness = make(hold_seconds=LONG_HOLD, sessions=1)
-    answers: list[httpx.Response] = []
     async with harness.client() as client:
         await occupy_the_slot(client)
+        started = anyio.current_time()
         with anyio.fail_after(SETTLE_SECONDS):
-            async with anyio.create_task_group() as tasks:
-
-                async def at_the_door() -> None:
-                    answers.append(await fetch(client, user="svc-second", download_id="second"))
-
-                tasks.start_soon(at_the_door)
-                await eventually(lambda: harness.middleware.held == 1)
-                behind = await fetch(client, user="svc-third", download_id="third")
-                assert behind.status_code == 503
-                await harness.scheduler.tick()
-                again = await fetch(
-                    client,
-                    user="svc-third",
-                    download_id="third",
-                    headers={TICKET_HEADER: behind.headers[TICKET_HEADER]},
-                )
-                assert again.status_code == 503
-                assert again.headers["arkvory-queue-position"] == "2"
-                assert harness.middleware.held == 1
-                await finish_first(client)
-                await harness.scheduler.tick()
-    (response,) = answers
+            newcomer = await fetch(client, user="svc-second", download_id="second")
+        assert anyio.current_time() - started >= NEWCOMER_CHECK_SECONDS - 0.05
+        assert harness.scheduler.door_waits, "the newcomer was not held at the door"
+        with anyio.fail_after(SETTLE_SECONDS):  # the second in line: not at the door
+            behind = await fetch(client, user="svc-third", download_id="third")
+        assert (newcomer.status_code, behind.status_code) == (503, 503)
+        assert newcomer.headers["arkvory-queue-position"] == "1"
+        await harness.scheduler.tick()
+        with anyio.fail_after(SETTLE_SECONDS):
+            again = await fetch(
+                client,
+                user="svc-third",
+                download_id="third",
+                headers={TICKET_HEADER: behind.headers[TICKET_HEADER]},
+            )
+        assert again.status_code == 503
+        assert again.headers["arkvory-queue-position"] == "2"
+        at_the_door = partial(
+            fetch,
+            client,
+            user="svc-second",
+            download_id="second",
+            headers={TICKET_HEADER: newcomer.headers[TICKET_HEADER]},
+        )
+        response = await held_until_the_slot_frees(harness, client, at_the_door)
     assert response.status_code == 200
     assert response.content == BIG
     assert harness.middleware.held == 0
@@ -1416,20 +1420,19 @@ async def test_after_close_waiters_get_shutting_down_and_active_sessions_finish(
     answers: list[httpx.Response] = []
     async with harness.client() as client:
         await occupy_the_slot(client)
+        with anyio.fail_after(SETTLE_SECONDS):  # a newcomer: at the door until its 2 s
+            waiting = await fetch(client, user="svc-second", download_id="second")
+        assert waiting.status_code == 503
         async with anyio.create_task_group() as tasks:
 
-            async def held(user: str, download_id: str | None = None) -> None:
-                answers.append(await fetch(client, user=user, download_id=download_id))
+            async def held() -> None:
+                answers.append(await fetch(client, user="svc-tool"))
 
-            # The next in line, held at the door, and a tool held behind it.
-            tasks.start_soon(held, "svc-second", "second")
+            tasks.start_soon(held)
             await eventually(lambda: harness.middleware.held == 1)
-            tasks.start_soon(held, "svc-tool")
-            await eventually(lambda: harness.middleware.held == 2)
-            with anyio.fail_after(SETTLE_SECONDS):  # the held requests were woken …
+            with anyio.fail_after(SETTLE_SECONDS):  # the held request was woken …
                 await harness.scheduler.close()
                 await eventually(lambda: harness.middleware.held == 0)  # … not held to the end
-        assert len(answers) == 2
         again = await fetch(client, user="svc-second", download_id="second")
         newcomer = await fetch(client, user="svc-third", download_id="third")
         small = await fetch(client, "small", user="svc-fourth")

@@ -37,7 +37,7 @@ from .._model import Admitted, Decision, DownloadRequest, Queued
 from .._port import DownloadScheduler, FastGrant, FastPath
 from .._target import Resolver
 from .._ticking import run_tick_loop
-from ..policy import AT_THE_DOOR_RECHECK_SECONDS
+from ..policy import AT_THE_DOOR_RECHECK_SECONDS, NEWCOMER_CHECK_SECONDS
 from ._asgi import ASGIApp, Message, Receive, Scope, Send
 from ._browser import PlaceIds, Visit, read_visit
 from ._observer import GrantObserver, PlaceObserver, failure_outcome
@@ -240,14 +240,22 @@ class DownloadSchedulerMiddleware:
         :data:`AT_THE_DOOR_RECHECK_SECONDS` (a shared store answers it from the
         process's snapshot, ADR 0029, until it is marked) and is woken by a slot freed
         in any process of a shared store (ADR 0037).
+
+        A client with an id that has no ticket yet (a newcomer) is held at the door at
+        most :data:`NEWCOMER_CHECK_SECONDS`, the time its first answer is due by
+        (R-EST-3): a person's ``arkvoryctl`` learns its place then, and is not left
+        silent for the whole hold behind a holder that paused.
         """
         settings = self._scheduler.settings
         if self._held >= settings.transfer_queue_limit or settings.hold_seconds <= 0:
             return decision
         always = request.download_id is None
+        hold = settings.hold_seconds
+        if not always and request.ticket is None:
+            hold = min(hold, NEWCOMER_CHECK_SECONDS)
         self._held += 1
         try:
-            deadline = anyio.current_time() + settings.hold_seconds
+            deadline = anyio.current_time() + hold
             current: Decision = decision
             while isinstance(current, Queued) and (always or current.at_the_door):
                 remaining = deadline - anyio.current_time()

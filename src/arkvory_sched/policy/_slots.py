@@ -252,7 +252,7 @@ def held_at_the_door(
     the queue is short, as when a crowd begins or the count of slots rises (issue #30),
     that was most handovers: the half-slow crowd of simulation scenario 6 left 3 % of
     its link unused while someone waited, and completed at 1.11 times the oracle's mean
-    (1.07 held). ``position`` ``None``: no place known, never held.
+    (1.08 held). ``position`` ``None``: no place known, never held.
     """
     if position is None or hold <= 0:
         return False
