@@ -316,9 +316,9 @@ def _no_estimates_by_client() -> dict[ClientKind, EstimateAccuracy]:
 class SlotSizingState:
     """Self-sizing slots (issue #30, ADR 0038): the operator's bounds and why the count
     in force (``SchedulerStats.sessions_limit``) is where it is. ``reason`` is one of
-    ``start``, ``spare-link``, ``clients-limited``, ``saturated``, ``slots-unused``,
-    ``at-maximum``, ``at-minimum``; ``None`` on a PostgreSQL process before the leader
-    published one."""
+    ``start``, ``spare-link``, ``clients-limited``, ``probing``, ``saturated``,
+    ``slots-unused``, ``at-maximum``, ``at-minimum``; ``None`` on a PostgreSQL process
+    before the leader published one."""
 
     minimum: int
     maximum: int

@@ -276,6 +276,7 @@ def scenario_6(database_url: str = "") -> Scenario6:
         clients = half_slow_clients(POSTGRES_CROWD)
         for label, settings in (
             ("PostgreSQL, auto, rate told", auto(True)),
+            ("PostgreSQL, auto, rate not told", auto(False)),
             ("PostgreSQL, fixed 16", sizing_settings(16, configured=True)),
         ):
             scenario.postgres.append(
@@ -302,15 +303,15 @@ def scenario_6_table(s: Scenario6) -> str:
     lines = [
         "Scenario 6 — slots that size themselves (issue #30)",
         "",
-        f"{'crowd':10} | {'configuration':30} | {'link use while queued':>21} | "
+        f"{'crowd':10} | {'configuration':31} | {'link use while queued':>21} | "
         f"{'mean ÷ oracle':>13} | {'most slots':>10} | {'turns':>5}",
-        "-" * 105,
+        "-" * 106,
     ]
     crowds = (("half slow", s.half), ("fast", s.fast), ("turning", s.turning))
     for name, runs in (*crowds, ("half slow", s.postgres)):
         for r in runs:
             lines.append(
-                f"{name:10} | {r.label:30} | {100 * r.run.link_use_while_queued:20.1f}% | "
+                f"{name:10} | {r.label:31} | {100 * r.run.link_use_while_queued:20.1f}% | "
                 f"{r.mean_completion / r.ideal:13.2f} | {r.most:10d} | {len(r.turns()):5d}"
             )
     best = min((r for r in s.fast if r.label.startswith("fixed")), key=lambda r: r.mean_completion)

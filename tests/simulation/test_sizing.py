@@ -99,10 +99,42 @@ def test_the_count_turns_at_most_once_a_minute(told: bool) -> None:
 
 
 @cache
-def on_postgres() -> SizingRun:
+def on_postgres(told: bool = True) -> SizingRun:
     url = require_database()
     clients = half_slow_clients(POSTGRES_CROWD)
-    return run_sizing("auto", clients, sizing_settings(AUTO, configured=True), database_url=url)
+    return run_sizing("auto", clients, sizing_settings(AUTO, configured=told), database_url=url)
+
+
+@cache
+def slow_first(told: bool) -> SizingRun:
+    """The smaller half-slow crowd on memory: its first four clients are slow."""
+    settings = sizing_settings(AUTO, configured=told)
+    return run_sizing("auto", half_slow_clients(POSTGRES_CROWD), settings)
+
+
+def test_slow_clients_first_without_a_rate_told_are_probed_on_both_stores() -> None:
+    """The first clients all slow and no rate told: the link was measured at what they
+    took, and read full. Before the probe, the count stayed at four for 24 s and the
+    crowd used 82 % of the link while anyone waited, at 2.05 times the oracle's mean;
+    now it climbs as the probes pay, alike on both stores."""
+    memory, postgres = slow_first(False), on_postgres(False)
+    for run in (memory, postgres):
+        assert run.run.link_use_while_queued >= 0.90
+        assert run.mean_completion <= 1.15 * run.ideal
+        nine = run.first_at_least(9)
+        assert nine is not None and nine <= 15.0, nine
+    assert abs(postgres.mean_completion - memory.mean_completion) <= 0.05 * memory.mean_completion
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="issue #30: a probe is read a few seconds after its slots are taken; the slow "
+    "first clients leave the link part empty meanwhile (92.2 %, 1.14 of the oracle)",
+)
+def test_on_postgresql_half_slow_meets_the_targets_without_the_rate_told() -> None:
+    run = on_postgres(False)
+    assert run.run.link_use_while_queued >= 0.95
+    assert run.mean_completion <= 1.10 * run.ideal
 
 
 def test_on_postgresql_the_leader_sizes_the_fleet_s_slots() -> None:

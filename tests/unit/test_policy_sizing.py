@@ -42,13 +42,17 @@ def test_a_spare_link_opens_slots_per_step_while_every_slot_is_held() -> None:
     assert (last.count, last.reason) == (6, SizingReason.SPARE)
 
 
-def test_a_reading_partly_from_before_the_last_step_opens_one_slot() -> None:
+def test_a_reading_partly_from_before_the_last_step_opens_one_slot_at_most() -> None:
     """The seconds read began before the slots last opened: what those carry is not in
-    it yet, and a reading that low would open far too many (49 of 64 on PostgreSQL)."""
-    state = SlotSizing(4, SizingReason.SPARE, 10.0, raised_at=10.0, direction=+1)
-    stale = policy.size_slots(state, read(11.0, 0.2 * LINK, active=4, since=9.0), 2, 64)
+    it yet, and a reading that low would open far too many (49 of 64 on PostgreSQL).
+    After a spare step it opens none: the step's own reading is a second away."""
+    limited = SlotSizing(4, SizingReason.LIMITED, 10.0, raised_at=10.0, direction=+1)
+    stale = policy.size_slots(limited, read(11.0, 0.2 * LINK, active=4, since=9.0), 2, 64)
     assert (stale.count, stale.reason) == (5, SizingReason.SPARE)
-    fresh = policy.size_slots(state, read(12.0, 0.2 * LINK, active=4, since=10.0), 2, 64)
+    spare = SlotSizing(4, SizingReason.SPARE, 10.0, raised_at=10.0, direction=+1)
+    held = policy.size_slots(spare, read(11.0, 0.2 * LINK, active=4, since=9.0), 2, 64)
+    assert (held.count, held.stepped_at) == (4, 10.0)
+    fresh = policy.size_slots(spare, read(12.0, 0.2 * LINK, active=4, since=10.0), 2, 64)
     assert fresh.count == 8
 
 
@@ -164,3 +168,70 @@ def test_slots_nobody_needs_are_given_back_a_minute_after_the_last_rise() -> Non
     assert (
         policy.size_slots(state, read(61.0, 0.3 * LINK, active=3, waiting=False), 2, 16).count == 5
     )
+
+
+def untold(
+    now: float, delivery: float, *, active: int, waiting: int = 3, capacity: float, since: float
+) -> policy.SizingReading:
+    """A reading with no link rate configured: ``capacity`` is what was measured."""
+    return policy.SizingReading(
+        now, waiting, active, delivery, capacity, 0, since, capacity_told=False
+    )
+
+
+def test_without_a_rate_told_a_link_full_of_equal_slots_is_probed() -> None:
+    """Four slots carry 8 MiB/s, all the link was measured to carry: four clients of
+    2 MiB/s read so as well as a full link. A configured rate says which; without one,
+    slots more do (as many as wait, at most doubling the count)."""
+    state = SlotSizing(4, SizingReason.SPARE, 0.0, raised_at=0.0, direction=+1)
+    full = 8.0 * MIB
+    told = read(3.0, full, active=4, capacity=full, since=1.0)
+    assert policy.size_slots(state, told, 2, 64).count == 4
+    probe = policy.size_slots(state, untold(3.0, full, active=4, capacity=full, since=1.0), 2, 64)
+    assert (probe.count, probe.reason) == (7, SizingReason.PROBE)
+    one = untold(3.0, full, active=4, waiting=1, capacity=full, since=1.0)
+    assert policy.size_slots(state, one, 2, 64).count == 5
+
+
+def test_a_probe_that_raised_the_delivery_stays_and_the_next_one_follows() -> None:
+    state = SlotSizing(4, SizingReason.SPARE, 0.0, raised_at=0.0, direction=+1)
+    full = 8.0 * MIB
+    probe = policy.size_slots(state, untold(3.0, full, active=4, capacity=full, since=1.0), 2, 64)
+    # Its slots are taken at 4.0; the reading that judges it begins no sooner.
+    seen = policy.size_slots(probe, untold(4.0, full, active=7, capacity=full, since=2.0), 2, 64)
+    assert seen.count == 7
+    early = untold(5.5, 14.0 * MIB, active=7, capacity=full, since=3.0)
+    assert policy.size_slots(seen, early, 2, 64).count == 7
+    # Seven slots carry 14 MiB/s: each took its 2 MiB/s, the link had room. The next
+    # probe opens as many as wait.
+    paid = untold(6.5, 14.0 * MIB, active=7, capacity=14.0 * MIB, since=4.0)
+    after = policy.size_slots(seen, paid, 2, 64)
+    assert (after.count, after.reason) == (10, SizingReason.PROBE)
+
+
+def test_a_probe_that_only_split_the_link_is_taken_back_and_not_repeated() -> None:
+    state = SlotSizing(4, SizingReason.SPARE, 0.0, raised_at=0.0, direction=+1)
+    full = 40.0 * MIB
+    probe = policy.size_slots(state, untold(3.0, full, active=4, capacity=full, since=1.0), 2, 64)
+    seen = policy.size_slots(probe, untold(4.0, full, active=7, capacity=full, since=2.0), 2, 64)
+    split = untold(6.5, full, active=7, capacity=full, since=4.0)
+    back = policy.size_slots(seen, split, 2, 64)
+    assert (back.count, back.reason) == (4, SizingReason.SATURATED)
+    # The link showed full with four: no probe while it reads the same.
+    again = untold(9.0, full, active=4, capacity=full, since=7.0)
+    assert policy.size_slots(back, again, 2, 64).count == 4
+    # The capacity read lower (its fastest clients went): probing is worth it again,
+    # once the count may turn.
+    lower = untold(6.5 + TURN_SECONDS, 0.5 * full, active=4, capacity=0.5 * full, since=60.0)
+    assert policy.size_slots(back, lower, 2, 64).reason is SizingReason.PROBE
+
+
+def test_a_link_filled_by_fewer_slots_than_the_count_is_not_probed() -> None:
+    """A fast crowd's start: three slots carried the link, four are open; a fifth would
+    only split it (and the fast crowd got more than the best fixed count plus two)."""
+    state = SlotSizing(4, SizingReason.SPARE, 0.0, raised_at=0.0, direction=+1)
+    full = 40.0 * MIB
+    three = policy.size_slots(state, untold(1.5, full, active=3, capacity=full, since=-0.5), 2, 64)
+    assert three.count == 4 and three.filled == (full, 3)
+    four = untold(3.0, full, active=4, capacity=full, since=1.0)
+    assert policy.size_slots(three, four, 2, 64).count == 4

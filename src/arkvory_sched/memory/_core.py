@@ -264,7 +264,9 @@ class SchedulerCore:
         last seconds and capacity, and the held slots' sessions' rates."""
         table, now = self._table, self._clock.monotonic()
         rate = self._answers.current_rate()
-        capacity = rate.bytes_per_second if rate.known else self._answers.provisional_rate(now)
+        capacity = max(
+            rate.bytes_per_second if rate.known else 0.0, self._answers.provisional_rate(now)
+        )
         paces = [
             held_pace(session.sent_bytes(), session.slot_since, now)
             for session in table.active.values()
@@ -272,11 +274,12 @@ class SchedulerCore:
         delivery, since = self._answers.recent_delivery(now)
         return sizing_reading(
             now,
-            waiting=bool(table.queue),
+            waiting=len(table.queue),
             paces=paces,
             delivery=delivery,
             delivery_since=since,
             capacity=capacity,
+            capacity_told=self._sizer.configured.bandwidth is not None,
         )
 
     def record_tick_duration(self, seconds: float) -> None:

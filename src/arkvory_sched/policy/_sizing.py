@@ -18,6 +18,13 @@ operator's bounds, a step at a time, by what the link carries and who holds the 
   there are more slots than the limited sessions and the headroom: one slot fewer,
   once the slots held are no more than the count, so the count falls as sessions
   finish and never takes a slot from a running download.
+* **Probing:** no link rate is configured, someone waits, every slot is held and the
+  link carries what the store has measured it can: a measured rate is only what the
+  clients took, and slow clients that hold every slot read as a full link. Slots more
+  show which it is (:data:`PROBE_GAIN`): as many as wait, at most doubling the count.
+  A probe that raised the delivery stays, and the next may follow; the slots of one
+  that did not are taken back. No probe while fewer slots than the count have filled
+  the link at this capacity (:attr:`SlotSizing.filled`): more would only split it.
 * **Unused:** nobody waits and more slots stand empty than the headroom: one fewer,
   so that the count falls back after a slow crowd has gone.
 * **In between, or too soon:** hold (hysteresis, :data:`STEP_SECONDS` between steps,
@@ -29,7 +36,7 @@ The capacity is the configured link rate, or else the store's measured rate (the
 of its busy seconds, ADR 0034), or else, on a cold server before a busy second is read,
 the most the link has carried in a second so far: a crowd in which no client has shown
 the link's rate for a minute cannot show spare link, and only the limited-clients rule
-opens slots. Without the cold floor a fast crowd with no rate told waited 6 s for its
+opens slots, or a probe. Without the cold floor a fast crowd with no rate told waited 6 s for its
 first step, and its mean was 4.0 % over the best fixed count's instead of 0.4 %.
 
 The controller is a pure function of its state and one reading, on the caller's
@@ -38,6 +45,7 @@ clock: the same readings give the same counts in every store.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
@@ -47,6 +55,7 @@ __all__ = [
     "DELIVERY_SECONDS",
     "HEADROOM",
     "LIMITED_SHARE",
+    "PROBE_GAIN",
     "RATE_AGE_SECONDS",
     "SATURATED_SHARE",
     "SPARE_SHARE",
@@ -84,6 +93,11 @@ ones leave of the link, one more keeps it full across a handover."""
 LIMITED_SHARE = 0.5
 """A session taking less than this share of an equal share of the capacity is limited
 by its client, not by the link: its slot carries less than a slot could."""
+PROBE_GAIN = 0.5
+"""A probe's slot pays when the link carries at least this share of what a held slot
+carried before it more: a link with room gives the new slot as much as the others
+(all of it); a full one splits what it carried (nothing more). Half leaves room for a
+reading's scatter either way."""
 RATE_AGE_SECONDS = 0.5
 """Least time a session has held its slot before its rate is read: its first tenths of
 a second are its request's way, not its pace."""
@@ -101,6 +115,9 @@ class SizingReason(StrEnum):
     for a session that fills the link."""
     SATURATED = "saturated"
     """The link is full: the count falls back as sessions finish."""
+    PROBE = "probing"
+    """No link rate is configured and the link carries what was measured while every
+    slot is held and someone waits: one slot more shows whether the link has room."""
     UNUSED = "slots-unused"
     """Nobody waits and slots stand empty beyond the headroom: the count falls back."""
     AT_MAXIMUM = "at-maximum"
@@ -111,8 +128,8 @@ class SizingReading(NamedTuple):
     """What the store sees at a tick."""
 
     now: float
-    waiting: bool
-    """Someone waits for a slot."""
+    waiting: int
+    """How many wait for a slot: a probe opens no more slots than could be taken."""
     active: int
     """Slots held now."""
     delivery: float
@@ -126,6 +143,9 @@ class SizingReading(NamedTuple):
     delivery_since: float = float("-inf")
     """When the seconds ``delivery`` reads began: a step of more than one slot waits for
     a reading made wholly after the last step (:func:`size_slots`)."""
+    capacity_told: bool = True
+    """``capacity`` is the configured link rate (or more), not only a measurement of
+    what the clients took: without it the controller probes (:class:`SizingReason`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,6 +168,17 @@ class SlotSizing:
     later reading exceeds, oldest (and largest) first: their first is the most in that
     minute. A reading scatters as fast sessions come and go, and the count falls only
     below what the slow ones have needed for a minute."""
+
+    probe: tuple[int, float] | None = None
+    """While a probe is read: the count before it and the delivery then."""
+    probe_held_at: float = float("inf")
+    """When every slot of the probe was first seen held: the reading that judges it
+    begins no sooner (the seconds before carried less than its slots will)."""
+    filled: tuple[float, int] | None = None
+    """The capacity the link last showed full at, and the fewest slots held in a
+    reading that carried it: with more slots than those, a probe would only split it.
+    Forgotten when the capacity rises past it or falls below :data:`SPARE_SHARE` of it
+    (the link, or its fastest clients, changed)."""
 
     @property
     def limited_recently(self) -> int:
@@ -185,16 +216,17 @@ def held_pace(sent: float, since: float | None, now: float) -> float | None:
 def sizing_reading(
     now: float,
     *,
-    waiting: bool,
+    waiting: int,
     paces: Sequence[float | None],
     delivery: float,
     delivery_since: float,
     capacity: float,
+    capacity_told: bool = True,
 ) -> SizingReading:
     """One store's reading at a tick: the held slots' :func:`held_pace` values, what the
     link carried over its last complete seconds from ``delivery_since``, and its
-    ``capacity``; the sessions their clients limit are counted here, alike on every
-    store."""
+    ``capacity`` (``capacity_told``: the configured rate, not only a measurement);
+    the sessions their clients limit are counted here, alike on every store."""
     return SizingReading(
         now,
         waiting,
@@ -203,6 +235,7 @@ def sizing_reading(
         capacity,
         client_limited(paces, capacity),
         delivery_since,
+        capacity_told,
     )
 
 
@@ -219,23 +252,45 @@ def size_slots(state: SlotSizing, reading: SizingReading, minimum: int, maximum:
     if bounded != state.count:
         reason = SizingReason.AT_MINIMUM if bounded == minimum else SizingReason.AT_MAXIMUM
         return replace(state, count=bounded, reason=reason, stepped_at=reading.now)
-    state = replace(state, limited_seen=_seen(state.limited_seen, reading))
+    state = replace(
+        state,
+        limited_seen=_seen(state.limited_seen, reading),
+        filled=_filled(state.filled, reading),
+    )
     if reading.now - state.stepped_at < STEP_SECONDS:
         return state
     count, capacity = state.count, reading.capacity
     full = reading.waiting and reading.active >= count
+    fresh = reading.delivery_since >= state.stepped_at
+    if state.probe is not None:
+        state, taken_back = _read_probe(state, reading, minimum)
+        if taken_back is not None:
+            return taken_back
     target = min(maximum, max(minimum, reading.limited + HEADROOM))
     if full and count < maximum and _may_turn(state, +1, reading.now):
-        if capacity > 0 and reading.delivery < SPARE_SHARE * capacity:
+        spare = capacity > 0 and reading.delivery < SPARE_SHARE * capacity
+        if spare and (fresh or state.reason is not SizingReason.SPARE):
             # A reading partly from before the last step does not show what the slots
             # it opened carry: more than one slot on it opened 49 of 64 slots on
             # PostgreSQL, whose reading waits for every process's report, where 11
-            # were enough.
-            fresh = reading.delivery_since >= state.stepped_at
+            # were enough. After a spare step, the next waits for a reading that
+            # shows it: a slot a second on the readings between climbed from 6 to 20
+            # in 15 s in the turning crowd without a rate told (1.41 times the
+            # oracle's mean, 1.36 waiting).
             by = spare_slots(reading, count, maximum) if fresh else 1
             return _step(state, +1, SizingReason.SPARE, reading.now, by)
         if count < target:
             return _step(state, +1, SizingReason.LIMITED, reading.now)
+        if (
+            not reading.capacity_told
+            and fresh
+            and state.probe is None
+            and reading.delivery > 0
+            and (state.filled is None or state.filled[1] >= count)
+        ):
+            by = max(1, min(count, reading.waiting, maximum - count))
+            stepped = _step(state, +1, SizingReason.PROBE, reading.now, by)
+            return replace(stepped, probe=(count, reading.delivery))
     saturated = capacity > 0 and reading.delivery >= SATURATED_SHARE * capacity
     needed = max(target, state.limited_recently + HEADROOM)
     unused = not reading.waiting and count > max(needed, reading.active + HEADROOM)
@@ -256,6 +311,52 @@ def size_slots(state: SlotSizing, reading: SizingReading, minimum: int, maximum:
     if at_bound is not None and state.reason is not at_bound:
         return replace(state, reason=at_bound)
     return state
+
+
+def _read_probe(
+    state: SlotSizing, reading: SizingReading, minimum: int
+) -> tuple[SlotSizing, SlotSizing | None]:
+    """The state once the probe's reading is in, and the state that takes the probe's
+    slot back when it did not pay (``None`` when it paid, or when taking it back would
+    turn the count sooner than :func:`_may_turn` allows: the saturated rule then lowers
+    it in its time)."""
+    assert state.probe is not None
+    if reading.active < state.count:  # not all taken yet: read it when they are
+        if reading.waiting:
+            return state, None
+        # Nobody came for them: it says nothing.
+        return replace(state, probe=None, probe_held_at=math.inf), None
+    if reading.now < state.probe_held_at:
+        return replace(state, probe_held_at=reading.now), None
+    if reading.delivery_since < state.probe_held_at:
+        return state, None
+    before, delivered = state.probe
+    opened = state.count - before
+    state = replace(state, probe=None, probe_held_at=math.inf)
+    if opened <= 0:
+        return state, None
+    paid = (reading.delivery - delivered) * before / delivered  # slots' worth gained
+    if paid >= PROBE_GAIN * opened:
+        return state, None
+    state = replace(state, filled=(reading.capacity, before))
+    back = min(opened - max(0, math.floor(paid)), state.count - minimum)
+    if back <= 0 or not _may_turn(state, -1, reading.now):
+        return state, None
+    return state, _step(state, -1, SizingReason.SATURATED, reading.now, back)
+
+
+def _filled(filled: tuple[float, int] | None, reading: SizingReading) -> tuple[float, int] | None:
+    """:attr:`SlotSizing.filled` after ``reading``."""
+    capacity = reading.capacity
+    if filled is not None and not (
+        SPARE_SHARE * filled[0] <= capacity <= filled[0] / SATURATED_SHARE
+    ):
+        filled = None
+    if capacity <= 0 or reading.delivery < SATURATED_SHARE * capacity:
+        return filled
+    if filled is None:
+        return (capacity, reading.active)
+    return (filled[0], min(filled[1], reading.active))
 
 
 def _seen(
@@ -291,6 +392,8 @@ def _step(
     turned = state.direction not in (0, direction)  # a step back the other way
     return replace(
         state,
+        probe=None,  # a step on the other rules' reading settles a probe
+        probe_held_at=math.inf,
         count=state.count + direction * by,
         reason=reason,
         stepped_at=now,

@@ -47,6 +47,9 @@ class RateReading:
     delivery, ADR 0038), in bytes per second."""
     recent_since: float = float("-inf")
     """When the first of those seconds began."""
+    carried: float = 0.0
+    """The most the fleet carried over the window's seconds, busy or not: a floor of
+    what the link can carry, read by the self-sizing slots (ADR 0038)."""
 
 
 class FleetRate:
@@ -91,7 +94,8 @@ class FleetRate:
         busy_totals = masked(totals, self._busy.flags(first, len(totals)))
         summed = peak_of_means(busy_totals, min_run=MIN_RUN_SECONDS) + fleet["older"]
         counted = summed or fleet["stored"]  # a minute without a byte keeps the last
-        provisional = 0.0 if counted else peak_of_means(totals)
+        carried = peak_of_means(totals)
+        provisional = 0.0 if counted else carried
         rate = estimate_rate(counted, 0.0, settings.bandwidth, provisional)
         # The last seconds may not hold the other processes' bytes yet: each reports
         # its seconds with its heartbeat. Read as they were, the fleet looked a third as
@@ -102,7 +106,9 @@ class FleetRate:
         reported = fleet["reported_to"]
         upto = end if reported is None else max(first + DELIVERY_SECONDS, min(end, reported))
         recent = sum(totals[upto - first - DELIVERY_SECONDS : upto - first]) / DELIVERY_SECONDS
-        return RateReading(counted, provisional, rate, recent, float(upto - DELIVERY_SECONDS))
+        return RateReading(
+            counted, provisional, rate, recent, float(upto - DELIVERY_SECONDS), carried
+        )
 
 
 async def waiter_schedule(

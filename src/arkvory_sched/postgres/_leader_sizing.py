@@ -74,15 +74,16 @@ class FleetSizing:
             return tick_sql.STORE_SESSIONS_IN_FORCE, (None, None)
         self._cleared = False
         rate = reading.rate
-        capacity = rate.bytes_per_second if rate.known else reading.provisional
+        capacity = max(rate.bytes_per_second if rate.known else 0.0, reading.carried)
         sizer.step(
             sizing_reading(
                 now,
-                waiting=waiting > 0,
+                waiting=waiting,
                 paces=[_pace(row, now) for row in active_rows],
                 delivery=reading.recent,
                 delivery_since=reading.recent_since,
                 capacity=capacity,
+                capacity_told=configured.bandwidth is not None,
             )
         )
         state = sizer.state

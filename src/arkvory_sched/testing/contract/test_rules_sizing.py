@@ -6,6 +6,8 @@
   never above ``sessions``.
 * A saturated link lets the count fall as sessions finish: no running download loses
   its slot, and nobody is admitted while more are held than the count.
+* Without a configured rate, a link that carries what it was measured at while equal
+  slots are all held and someone waits is probed with slots more.
 * A fixed count (no ``min_sessions``) reports no sizing and keeps its count.
 
 Stores may size the slots at the tick (PostgreSQL's leader): each test ticks as time
@@ -115,6 +117,36 @@ async def test_a_cold_server_without_a_rate_sizes_on_what_the_link_has_carried(
     stats = await scheduler.stats()
     assert stats.sessions_limit >= 3, stats.sessions_limit
     assert stats.slot_sizing is not None and stats.slot_sizing.reason == "spare-link"
+    await _finish(scheduler, holders)
+
+
+async def test_without_a_rate_a_link_full_of_equally_slow_slots_is_probed(
+    make_scheduler: MakeScheduler, clock: FakeClock
+) -> None:
+    """No rate configured, and every client slow: the link is measured at what they
+    take, and reads full. Slots more show whether it is: the count rises for probes
+    as they pay (issue #30: the half-slow crowd on PostgreSQL, its first clients slow,
+    stayed at four slots for 24 s, at 2.05 times the oracle's mean)."""
+    settings = contract_settings(sessions=8).with_changes(min_sessions=2)
+    scheduler = await make_scheduler(settings)
+    await scheduler.tick()
+    holders = [await admitted(scheduler, big(f"h-{n}", f"dl-h{n}", size=SIZE)) for n in range(2)]
+    waiters = [big(f"waiter-{n}", f"dl-w{n}", size=SIZE) for n in range(5)]
+    tickets = [(await queued(scheduler, waiter)).ticket for waiter in waiters]
+    reasons: set[str | None] = set()
+    for _ in range(12):
+        await _run(scheduler, clock, holders, STEP_SECONDS, LINK / 20)
+        stats = await scheduler.stats()
+        assert stats.slot_sizing is not None
+        reasons.add(stats.slot_sizing.reason)
+        for n, waiter in enumerate(waiters):  # a waiter takes a slot that opened
+            if tickets[n] and len(holders) < stats.sessions_limit:
+                taken = await scheduler.admit(replace(waiter, ticket=tickets[n]))
+                if isinstance(taken, Admitted):
+                    holders.append(taken)
+                    tickets[n] = ""
+    assert "probing" in reasons, reasons
+    assert len(holders) >= 5, len(holders)
     await _finish(scheduler, holders)
 
 
