@@ -2,7 +2,7 @@
 -- `make schema` (python -m tests.schema_snapshot): do not edit. The migrations
 -- in migrations/ are the source; tests/postgres/test_schema_snapshot.py checks
 -- that this file equals a fresh migration. Migrations: 0001_queue to
--- 0021_in_flight_time (21). The schema is named `arkvory` here;
+-- 0022_sizing_rising (22). The schema is named `arkvory` here;
 -- an installation may choose another (--schema).
 --
 -- PostgreSQL database dump
@@ -1051,6 +1051,7 @@ CREATE TABLE arkvory.queue_state (
     waiter_schedule_seqs bigint[],
     sessions_in_force integer,
     sizing_reason text,
+    sizing_rising integer DEFAULT 0 NOT NULL,
     CONSTRAINT queue_state_id_check CHECK (id),
     CONSTRAINT queue_state_idle_slots_check CHECK ((idle_slots >= 0))
 );

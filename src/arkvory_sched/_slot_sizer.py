@@ -17,7 +17,14 @@ from __future__ import annotations
 import dataclasses
 import logging
 
-from .policy import SizingReading, SizingReason, SlotSizing, size_slots, start_sizing
+from .policy import (
+    SizingReading,
+    SizingReason,
+    SlotSizing,
+    rising_slots,
+    size_slots,
+    start_sizing,
+)
 from .settings import SchedulerSettings
 
 __all__ = ["SlotSizer"]
@@ -68,6 +75,10 @@ class SlotSizer:
         if bounded != state.count:
             self._state = dataclasses.replace(state, count=bounded, stepped_at=now)
         return self.in_force()
+
+    def rising(self, now: float) -> int:
+        """Slots the count may open at its next step (``policy.rising_slots``)."""
+        return rising_slots(self._state, now, self._configured.sessions)
 
     def in_force(self) -> SchedulerSettings:
         """The settings the store runs on now."""

@@ -74,7 +74,7 @@ async def test_paces_are_read_over_the_time_their_bytes_cover(
         rows.append({"covered": 0.0, "slot_since": now - 0.2, "sent_as_of": None})
         sizing = FleetSizing()
         first = await sizing.step(db, settings, now - 1.0, 5, rows, reading)
-        assert first is not None and first[1] == (17, SizingReason.START.value)
+        assert first is not None and first[1] == (17, SizingReason.START.value, 0)
         write = await sizing.step(db, settings, now, 5, rows, reading)
         assert write is not None
         count = write[1][0]

@@ -8,9 +8,13 @@ import pytest
 
 from arkvory_sched.policy import (
     FALLBACK_RATE,
+    NEWCOMER_CHECK_SECONDS,
     UNKNOWN_RATE_CHECK_SECONDS,
     UNKNOWN_RATE_SPREAD,
     LinkRate,
+    StartEstimate,
+    WindowEstimate,
+    answer_check_delay,
     bound_check_delay,
     busy_retry_after,
     check_delay,
@@ -75,6 +79,29 @@ def test_the_check_delay_never_sends_the_next_round_past_its_earliest_start() ->
     assert bound_check_delay(5.0, now=100.0, earliest=100.2, next_round=True, known=True) == 1.0
     # On a guessed rate everyone asks again soon.
     assert bound(60.0, next_round=False, known=False) == UNKNOWN_RATE_CHECK_SECONDS
+
+
+def test_while_the_count_climbs_the_waiters_who_could_take_its_next_slots_come_soon() -> None:
+    """Issue #30: told their start on the count in force, the first waiters of a crowd
+    came back 9 s later while the slots a step had opened for them stood empty."""
+
+    def delay(ahead: int, rising: int) -> float:
+        estimate = StartEstimate(ahead, 160.0, 130.0, 190.0, 0.0, WindowEstimate([ahead + 1]))
+        return answer_check_delay(
+            estimate,
+            b"\x80",
+            now=100.0,
+            newcomer=False,
+            marked=False,
+            free_at_mark=0,
+            sessions=4,
+            rising=rising,
+        )
+
+    assert delay(1, 0) == 30.0  # the next round: its earliest start
+    assert delay(6, 0) > 20.0  # a later round keeps its pace
+    assert delay(1, 4) == delay(6, 4) == delay(7, 4) == NEWCOMER_CHECK_SECONDS
+    assert delay(8, 4) == delay(8, 0)  # beyond what the next step may open
 
 
 def test_the_finish_table_has_a_slot_free_now_for_every_free_slot() -> None:

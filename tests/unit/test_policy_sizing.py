@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from arkvory_sched import policy
 from arkvory_sched.policy import SizingReason, SlotSizing
 
@@ -235,3 +237,28 @@ def test_a_link_filled_by_fewer_slots_than_the_count_is_not_probed() -> None:
     assert three.count == 4 and three.filled == (full, 3)
     four = untold(3.0, full, active=4, capacity=full, since=1.0)
     assert policy.size_slots(three, four, 2, 64).count == 4
+
+
+def test_a_probe_opens_more_than_a_small_spare_step_would() -> None:
+    """Four slow slots carry 8 MiB/s of a floor of 9.5 read so far: the room to 90 %
+    takes half a slot, and a spare step would open one while four wait. Without a rate
+    told that floor is only what the link has carried: a probe opens as many as wait."""
+    state = SlotSizing(4, SizingReason.SPARE, 0.0, raised_at=0.0, direction=+1)
+    small = untold(3.0, 8.0 * MIB, active=4, waiting=4, capacity=9.5 * MIB, since=1.0)
+    probe = policy.size_slots(state, small, 2, 64)
+    assert (probe.count, probe.reason) == (8, SizingReason.PROBE)
+    told = read(3.0, 8.0 * MIB, active=4, capacity=9.5 * MIB, since=1.0)
+    assert policy.size_slots(state, told, 2, 64).count == 5
+
+
+def test_the_count_climbs_for_a_few_seconds_after_a_step_up() -> None:
+    """:func:`rising_slots`: what the next step may open, for the waiters' check delays."""
+    up = SlotSizing(6, SizingReason.SPARE, 10.0, raised_at=10.0, direction=+1)
+    assert policy.rising_slots(up, 10.0 + policy.RISING_SECONDS, 64) == 6
+    assert policy.rising_slots(up, 10.0 + policy.RISING_SECONDS, 8) == 2
+    assert policy.rising_slots(up, 10.1 + policy.RISING_SECONDS, 64) == 0
+    reading = replace(up, probe=(3, 6.0 * MIB))
+    assert policy.rising_slots(reading, 60.0, 64) == 6  # a probe being read
+    down = replace(up, direction=-1)
+    assert policy.rising_slots(down, 10.0, 64) == 0
+    assert policy.rising_slots(None, 10.0, 64) == 0

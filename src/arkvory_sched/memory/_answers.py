@@ -21,6 +21,7 @@ from .._model import (
     RejectReason,
 )
 from .._rate import BusySeconds, PeakRateMeter, peak_of_means
+from .._slot_sizer import SlotSizer
 from .._tickets import TicketSigner
 from ..policy import (
     DELIVERY_SECONDS,
@@ -57,8 +58,8 @@ class Answers:
 
     __slots__ = ("_busy", "_clock", "_counters", "_early", "_finish_table", "_finish_table_at",
                  "_finish_table_rate",
-                 "_last_rate", "_rate", "_schedule", "_scheduled_starts", "_signer", "_slots",
-                 "_table", "settings")  # fmt: skip
+                 "_last_rate", "_rate", "_schedule", "_scheduled_starts", "_signer", "_sizer",
+                 "_slots", "_table", "settings")  # fmt: skip
 
     def __init__(
         self,
@@ -71,8 +72,10 @@ class Answers:
         rate: PeakRateMeter,
         early: EarlyPolls,
         counters: Counters,
+        sizer: SlotSizer,
     ) -> None:
         self.settings = settings
+        self._sizer = sizer  # the self-sizing count's course (rising_slots)
         self._clock = clock
         self._signer = signer
         self._table = table
@@ -222,6 +225,7 @@ class Answers:
             marked=session.mark == table.mark_epoch,
             free_at_mark=table.free_at_mark,
             sessions=self.settings.sessions,
+            rising=self._sizer.rising(now),
         )
         if not newcomer and session.first_estimate is None and session.blocked_by is None:
             session.first_estimate = start

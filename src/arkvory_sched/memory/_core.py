@@ -96,6 +96,7 @@ class SchedulerCore:
             rate=rate,
             early=early,
             counters=counters,
+            sizer=sizer,
         )
         self._admission = Admission(
             settings,

@@ -325,11 +325,14 @@ def answer_check_delay(
     marked: bool,
     free_at_mark: int,
     sessions: int,
+    rising: int = 0,
 ) -> float:
     """Seconds until a waiter told ``estimate`` asks again, as both stores answer it:
     :func:`check_delay`, no later than its class's opening allows, and for a waiter of
     the next round no later than its earliest start (:func:`bound_check_delay`; a
-    newcomer keeps its 2 s, R-EST-3)."""
+    newcomer keeps its 2 s, R-EST-3). While the self-sizing count climbs, ``rising``
+    slots more may open at its next step (``rising_slots``): a waiter who could take
+    one asks again within :data:`NEWCOMER_CHECK_SECONDS`."""
     delay = estimate.window.check_delay(
         check_delay(
             key,
@@ -341,13 +344,16 @@ def answer_check_delay(
         ),
         jitter(key),
     )
-    return bound_check_delay(
+    delay = bound_check_delay(
         delay,
         now=now,
         earliest=estimate.earliest,
         next_round=not newcomer and estimate.ahead < sessions,
         known=estimate.known,
     )
+    if rising and estimate.ahead < sessions + rising:
+        delay = min(delay, NEWCOMER_CHECK_SECONDS)
+    return delay
 
 
 def queued_retry_after(delay: float) -> int:

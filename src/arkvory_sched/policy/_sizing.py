@@ -57,6 +57,7 @@ __all__ = [
     "LIMITED_SHARE",
     "PROBE_GAIN",
     "RATE_AGE_SECONDS",
+    "RISING_SECONDS",
     "SATURATED_SHARE",
     "SPARE_SHARE",
     "STEP_SECONDS",
@@ -66,6 +67,7 @@ __all__ = [
     "SlotSizing",
     "client_limited",
     "held_pace",
+    "rising_slots",
     "size_slots",
     "sizing_reading",
     "spare_slots",
@@ -98,6 +100,9 @@ PROBE_GAIN = 0.5
 carried before it more: a link with room gives the new slot as much as the others
 (all of it); a full one splits what it carried (nothing more). Half leaves room for a
 reading's scatter either way."""
+RISING_SECONDS = 3.0
+"""How long after a step up the count is taken to be climbing (:func:`rising_slots`):
+a spare step's own reading comes two complete seconds after it."""
 RATE_AGE_SECONDS = 0.5
 """Least time a session has held its slot before its rate is read: its first tenths of
 a second are its request's way, not its pace."""
@@ -269,6 +274,17 @@ def size_slots(state: SlotSizing, reading: SizingReading, minimum: int, maximum:
     target = min(maximum, max(minimum, reading.limited + HEADROOM))
     if full and count < maximum and _may_turn(state, +1, reading.now):
         spare = capacity > 0 and reading.delivery < SPARE_SHARE * capacity
+        probing = (
+            not reading.capacity_told
+            and fresh
+            and state.probe is None
+            and reading.delivery > 0
+            and (state.filled is None or state.filled[1] >= count)
+        )
+        probe_by = max(1, min(count, reading.waiting, maximum - count))
+        if spare and probing and probe_by > spare_slots(reading, count, maximum):
+            stepped = _step(state, +1, SizingReason.PROBE, reading.now, probe_by)
+            return replace(stepped, probe=(count, reading.delivery))
         if spare and (fresh or state.reason is not SizingReason.SPARE):
             # A reading partly from before the last step does not show what the slots
             # it opened carry: more than one slot on it opened 49 of 64 slots on
@@ -281,15 +297,8 @@ def size_slots(state: SlotSizing, reading: SizingReading, minimum: int, maximum:
             return _step(state, +1, SizingReason.SPARE, reading.now, by)
         if count < target:
             return _step(state, +1, SizingReason.LIMITED, reading.now)
-        if (
-            not reading.capacity_told
-            and fresh
-            and state.probe is None
-            and reading.delivery > 0
-            and (state.filled is None or state.filled[1] >= count)
-        ):
-            by = max(1, min(count, reading.waiting, maximum - count))
-            stepped = _step(state, +1, SizingReason.PROBE, reading.now, by)
+        if probing:
+            stepped = _step(state, +1, SizingReason.PROBE, reading.now, probe_by)
             return replace(stepped, probe=(count, reading.delivery))
     saturated = capacity > 0 and reading.delivery >= SATURATED_SHARE * capacity
     needed = max(target, state.limited_recently + HEADROOM)
@@ -311,6 +320,23 @@ def size_slots(state: SlotSizing, reading: SizingReading, minimum: int, maximum:
     if at_bound is not None and state.reason is not at_bound:
         return replace(state, reason=at_bound)
     return state
+
+
+def rising_slots(state: SlotSizing | None, now: float, maximum: int) -> int:
+    """Slots the count may open at its next step while it climbs: within
+    :data:`RISING_SECONDS` of a step up, or while a probe is read, as many as the count
+    (a step at most doubles it), never past ``maximum``; 0 otherwise, and for a fixed
+    count (``state`` ``None``).
+
+    The waiters who could take them are asked back soon (``answer_check_delay``): told
+    their start on the count in force, the first waiters of the half-slow crowd without
+    a rate told came back 9 s later, while the slots a probe had opened for them stood
+    empty (issue #30, "Estimates use the effective count and its likely course")."""
+    if state is None or state.direction != +1:
+        return 0
+    if state.probe is None and now - state.stepped_at > RISING_SECONDS:
+        return 0
+    return max(0, min(state.count, maximum - state.count))
 
 
 def _read_probe(

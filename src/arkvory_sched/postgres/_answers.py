@@ -109,6 +109,7 @@ class Answers:
             marked=bool(row["marked"]),
             free_at_mark=snapshot.free_at_mark,
             sessions=self._running.settings.sessions,
+            rising=self._running.sizing_rising,
         )
         check_at = now + delay
         no_show = no_show_at(check_at, delay)

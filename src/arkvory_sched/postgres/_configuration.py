@@ -61,7 +61,7 @@ class Configuration:
         self._early.clear()  # the next poll of every waiter is decided anew (R-STRAT-4)
         async with self._connections.acquire() as conn:
             await conn.execute(sql.ENSURE_SLOTS, settings.sessions)  # the most, if automatic
-            running.settings, running.sizing_reason = await FleetSizing.in_force(conn, settings)
+            running.take(await FleetSizing.in_force(conn, settings))
             await conn.execute(sql.ANALYZE_SLOTS)
             if (
                 settings.strategy is not current.strategy

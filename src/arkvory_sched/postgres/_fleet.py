@@ -142,9 +142,7 @@ class Fleet:
                     for key in outcome.released:
                         self._leases.forget(key)
                 running = self._running
-                running.settings, running.sizing_reason = await FleetSizing.in_force(
-                    conn, running.configured
-                )
+                running.take(await FleetSizing.in_force(conn, running.configured))
         except StoreUnavailableError as error:
             self._connections.trouble(error)
             self._leader.step_down()

@@ -20,6 +20,7 @@ fast clients shared the link the more (1.15 times the oracle's mean completion).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import asyncpg
 
@@ -29,7 +30,18 @@ from ..settings import SchedulerSettings
 from . import _sql_tick as tick_sql
 from ._estimate_inputs import RateReading
 
-__all__ = ["FleetSizing"]
+__all__ = ["FleetSizing", "InForce"]
+
+
+class InForce(NamedTuple):
+    """What a process's claims and answers run on (:meth:`FleetSizing.in_force`)."""
+
+    settings: SchedulerSettings
+    """The operator's, with the count the leader published."""
+    reason: str | None
+    """Why the count is where it is."""
+    rising: int
+    """Slots the count may open at its next step (``policy.rising_slots``)."""
 
 
 class FleetSizing:
@@ -71,7 +83,7 @@ class FleetSizing:
             if self._cleared:
                 return None
             self._cleared = True
-            return tick_sql.STORE_SESSIONS_IN_FORCE, (None, None)
+            return tick_sql.STORE_SESSIONS_IN_FORCE, (None, None, 0)
         self._cleared = False
         rate = reading.rate
         capacity = max(rate.bytes_per_second if rate.known else 0.0, reading.carried)
@@ -88,25 +100,25 @@ class FleetSizing:
         )
         state = sizer.state
         assert state is not None
-        return tick_sql.STORE_SESSIONS_IN_FORCE, (state.count, state.reason.value)
+        rising = sizer.rising(now)
+        return tick_sql.STORE_SESSIONS_IN_FORCE, (state.count, state.reason.value, rising)
 
     @staticmethod
-    async def in_force(
-        conn: asyncpg.Connection, configured: SchedulerSettings
-    ) -> tuple[SchedulerSettings, str | None]:
-        """The settings this process's claims run on: the operator's, with the count
-        the leader published (within the operator's bounds), and why it is there. A
-        fixed count reads nothing."""
+    async def in_force(conn: asyncpg.Connection, configured: SchedulerSettings) -> InForce:
+        """The settings this process's claims run on: the operator's, with the count the
+        leader published (within the operator's bounds), why it is there, and what it
+        may open next. A fixed count reads nothing."""
         if configured.min_sessions is None or not configured.automatic_sessions:
-            return configured, None  # a fixed count: no statement
+            return InForce(configured, None, 0)  # a fixed count: no statement
         row = await conn.fetchrow(tick_sql.SESSIONS_IN_FORCE)
         count = row["sessions_in_force"]
         if count is None:  # not published yet: the count a controller starts from
             count = configured.min_sessions
         count = min(max(count, configured.min_sessions), configured.sessions)
+        reason, rising = row["sizing_reason"], row["sizing_rising"]
         if count == configured.sessions:
-            return configured, row["sizing_reason"]
-        return configured.with_changes(sessions=count), row["sizing_reason"]
+            return InForce(configured, reason, rising)
+        return InForce(configured.with_changes(sessions=count), reason, rising)
 
 
 def _pace(row: asyncpg.Record, now: float) -> float | None:

@@ -16,6 +16,7 @@ from .._clock import Clock
 from ..policy import ClassGate, current_gate
 from ..settings import SchedulerSettings
 from ._estimates import QueueSnapshots
+from ._leader_sizing import InForce
 
 __all__ = ["OTHER_PROCESSES_RECHECK_SECONDS", "Running"]
 
@@ -29,7 +30,7 @@ class Running:
     """The process's settings in force, its windows' verdict, closing and change signal."""
 
     __slots__ = ("_changed", "_clock", "_gate", "_slot_free", "_snapshots", "closed",
-                 "configured", "settings", "sizing_reason")  # fmt: skip
+                 "configured", "settings", "sizing_reason", "sizing_rising")  # fmt: skip
 
     def __init__(
         self, settings: SchedulerSettings, clock: Clock, snapshots: QueueSnapshots
@@ -39,6 +40,7 @@ class Running:
         self.settings = settings
         self.configured = settings
         self.sizing_reason: str | None = None
+        self.sizing_rising = 0  # slots the count may open at its next step
         self.closed = False
         self._clock = clock
         self._snapshots = snapshots
@@ -46,6 +48,10 @@ class Running:
         self._slot_free = anyio.Event()  # set with _changed, and by another process's release
         # The windows' verdict (R-WIN-2), kept until a class opens or closes.
         self._gate: ClassGate | None = None
+
+    def take(self, in_force: InForce) -> None:
+        """Run on what the leader published (ADR 0038)."""
+        self.settings, self.sizing_reason, self.sizing_rising = in_force
 
     def class_gate(self) -> ClassGate:
         """The windows' verdict at this process's wall time (R-WIN-2, R-RES-5)."""

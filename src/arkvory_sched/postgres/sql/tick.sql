@@ -286,10 +286,10 @@ ORDER BY place
 LIMIT $2
 
 -- name: store_sessions_in_force
--- The count of slots in force and why (ADR 0038), or NULL for a fixed count: one of
--- the tick's last writes.
-UPDATE queue_state SET sessions_in_force = $1, sizing_reason = $2
+-- The count of slots in force, why, and how many it may open at its next step (ADR
+-- 0038), or NULL for a fixed count: one of the tick's last writes.
+UPDATE queue_state SET sessions_in_force = $1, sizing_reason = $2, sizing_rising = $3
 
 -- name: sessions_in_force
 -- What every process's claims take as `sessions` (ADR 0038); NULL: the settings'.
-SELECT sessions_in_force, sizing_reason FROM queue_state
+SELECT sessions_in_force, sizing_reason, sizing_rising FROM queue_state

@@ -98,6 +98,40 @@ async def test_slots_open_for_clients_that_leave_the_link_room(
     await _finish(scheduler, holders)
 
 
+async def test_while_the_count_climbs_the_waiters_for_its_next_slots_come_soon(
+    make_scheduler: MakeScheduler, clock: FakeClock
+) -> None:
+    """Told their start on the count in force, waiters beyond it came back many seconds
+    after a step had opened slots for them (issue #30: 9 s in the half-slow crowd). While
+    the count climbs, those who could take the next step's slots ask again within
+    2 s; the waiters beyond keep their pace."""
+    scheduler, holders = await _sized(make_scheduler, 8, 2)
+    waiters = [big(f"waiter-{n}", f"dl-w{n}", size=SIZE) for n in range(14)]
+    tickets = [(await queued(scheduler, waiter)).ticket for waiter in waiters]
+    await _run(scheduler, clock, holders, 2 * STEP_SECONDS + 1.0, LINK / 20)
+    count = (await scheduler.stats()).sessions_limit
+    assert 3 <= count <= 4, count  # a spare step, at most doubling
+    rising = min(count, 8 - count)
+    told: list[Queued] = []
+    for waiter, ticket in zip(waiters, tickets, strict=True):
+        answer = await scheduler.admit(replace(waiter, ticket=ticket))
+        if isinstance(answer, Admitted):  # the slots the step opened
+            holders.append(answer)
+        else:
+            assert isinstance(answer, Queued), answer
+            told.append(answer)
+    assert len(holders) == count
+    for answer in told:
+        assert answer.position is not None
+        ahead = answer.position - 1
+        if ahead < count + rising:
+            assert answer.retry_after <= 2, answer
+        else:
+            assert answer.retry_after > 2, answer
+    assert told[-1].position is not None and told[-1].position > count + rising
+    await _finish(scheduler, holders)
+
+
 async def test_a_cold_server_without_a_rate_sizes_on_what_the_link_has_carried(
     make_scheduler: MakeScheduler, clock: FakeClock
 ) -> None:
