@@ -35,9 +35,10 @@ operator's bounds, a step at a time, by what the link carries and who holds the 
 The capacity is the configured link rate, or else the store's measured rate (the peak
 of its busy seconds, ADR 0034), or else, on a cold server before a busy second is read,
 the most the link has carried in a second so far: a crowd in which no client has shown
-the link's rate for a minute cannot show spare link, and only the limited-clients rule
-opens slots, or a probe. Without the cold floor a fast crowd with no rate told waited 6 s for its
-first step, and its mean was 4.0 % over the best fixed count's instead of 0.4 %.
+the link's rate for a minute cannot show spare link: only the limited-clients rule
+opens slots, or a probe. Without the cold floor a fast crowd with no rate told waited
+6 s for its first step, and its mean was 4.0 % over the best fixed count's instead of
+0.4 %.
 
 The controller is a pure function of its state and one reading, on the caller's
 clock: the same readings give the same counts in every store.
@@ -122,7 +123,7 @@ class SizingReason(StrEnum):
     """The link is full: the count falls back as sessions finish."""
     PROBE = "probing"
     """No link rate is configured and the link carries what was measured while every
-    slot is held and someone waits: one slot more shows whether the link has room."""
+    slot is held and someone waits: slots more show whether the link has room."""
     UNUSED = "slots-unused"
     """Nobody waits and slots stand empty beyond the headroom: the count falls back."""
     AT_MAXIMUM = "at-maximum"
@@ -265,7 +266,7 @@ def size_slots(state: SlotSizing, reading: SizingReading, minimum: int, maximum:
     if reading.now - state.stepped_at < STEP_SECONDS:
         return state
     count, capacity = state.count, reading.capacity
-    full = reading.waiting and reading.active >= count
+    full = reading.waiting > 0 and reading.active >= count
     fresh = reading.delivery_since >= state.stepped_at
     if state.probe is not None:
         state, taken_back = _read_probe(state, reading, minimum)
@@ -342,10 +343,10 @@ def rising_slots(state: SlotSizing | None, now: float, maximum: int) -> int:
 def _read_probe(
     state: SlotSizing, reading: SizingReading, minimum: int
 ) -> tuple[SlotSizing, SlotSizing | None]:
-    """The state once the probe's reading is in, and the state that takes the probe's
-    slot back when it did not pay (``None`` when it paid, or when taking it back would
-    turn the count sooner than :func:`_may_turn` allows: the saturated rule then lowers
-    it in its time)."""
+    """The state once the probe's reading is in, and the state that takes back the
+    probe's slots that did not pay (``None`` when it paid, or when taking them back
+    would turn the count sooner than :func:`_may_turn` allows: the saturated rule then
+    lowers it in its time)."""
     assert state.probe is not None
     if reading.active < state.count:  # not all taken yet: read it when they are
         if reading.waiting:
