@@ -264,10 +264,6 @@ class SchedulerCore:
         """What the self-sizing slots read at a tick (ADR 0038): the queue, the link's
         last seconds and capacity, and the held slots' sessions' rates."""
         table, now = self._table, self._clock.monotonic()
-        rate = self._answers.current_rate()
-        capacity = max(
-            rate.bytes_per_second if rate.known else 0.0, self._answers.provisional_rate(now)
-        )
         paces = [
             held_pace(session.sent_bytes(), session.slot_since, now)
             for session in table.active.values()
@@ -279,7 +275,8 @@ class SchedulerCore:
             paces=paces,
             delivery=delivery,
             delivery_since=since,
-            capacity=capacity,
+            rate=self._answers.current_rate(),
+            carried=self._answers.provisional_rate(now),
             capacity_told=self._sizer.configured.bandwidth is not None,
         )
 

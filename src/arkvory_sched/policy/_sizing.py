@@ -52,6 +52,8 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import NamedTuple
 
+from ._estimates import LinkRate
+
 __all__ = [
     "DELIVERY_SECONDS",
     "HEADROOM",
@@ -226,13 +228,20 @@ def sizing_reading(
     paces: Sequence[float | None],
     delivery: float,
     delivery_since: float,
-    capacity: float,
-    capacity_told: bool = True,
+    rate: LinkRate,
+    carried: float,
+    capacity_told: bool,
 ) -> SizingReading:
     """One store's reading at a tick: the held slots' :func:`held_pace` values, what the
     link carried over its last complete seconds from ``delivery_since``, and its
-    ``capacity`` (``capacity_told``: the configured rate, not only a measurement);
-    the sessions their clients limit are counted here, alike on every store."""
+    capacity (``capacity_told``: the configured rate, not only a measurement); the
+    sessions their clients limit are counted here, alike on every store.
+
+    The capacity is the store's ``rate`` (unless it is a guess), and never less than
+    the most the link has ``carried`` over the store's window, busy seconds or not: a
+    probe's gain shows there before the rate, which reads only seconds in which
+    someone waited."""
+    capacity = max(rate.bytes_per_second if rate.known else 0.0, carried)
     return SizingReading(
         now,
         waiting,

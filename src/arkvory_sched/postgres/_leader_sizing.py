@@ -85,8 +85,6 @@ class FleetSizing:
             self._cleared = True
             return tick_sql.STORE_SESSIONS_IN_FORCE, (None, None, 0)
         self._cleared = False
-        rate = reading.rate
-        capacity = max(rate.bytes_per_second if rate.known else 0.0, reading.carried)
         sizer.step(
             sizing_reading(
                 now,
@@ -94,7 +92,8 @@ class FleetSizing:
                 paces=[_pace(row, now) for row in active_rows],
                 delivery=reading.recent,
                 delivery_since=reading.recent_since,
-                capacity=capacity,
+                rate=reading.rate,
+                carried=reading.carried,
                 capacity_told=configured.bandwidth is not None,
             )
         )
