@@ -291,10 +291,10 @@ def size_slots(state: SlotSizing, reading: SizingReading, minimum: int, maximum:
             and reading.delivery > 0
             and (state.filled is None or state.filled[1] >= count)
         )
-        probe_by = max(1, min(count, reading.waiting, maximum - count))
-        if spare and probing and probe_by > spare_slots(reading, count, maximum):
-            stepped = _step(state, +1, SizingReason.PROBE, reading.now, probe_by)
-            return replace(stepped, probe=(count, reading.delivery))
+        probe_by = max(1, min(count, reading.waiting, maximum - count)) if probing else 0
+        spare_by = (spare_slots(reading, count, maximum) if fresh else 1) if spare else 0
+        if spare and probe_by > spare_by:
+            return _probe(state, reading, probe_by)
         if spare and (fresh or state.reason is not SizingReason.SPARE):
             # A reading partly from before the last step does not show what the slots
             # it opened carry: more than one slot on it opened 49 of 64 slots on
@@ -303,13 +303,11 @@ def size_slots(state: SlotSizing, reading: SizingReading, minimum: int, maximum:
             # shows it: a slot a second on the readings between climbed from 6 to 20
             # in 15 s in the turning crowd without a rate told (1.41 times the
             # oracle's mean, 1.36 waiting).
-            by = spare_slots(reading, count, maximum) if fresh else 1
-            return _step(state, +1, SizingReason.SPARE, reading.now, by)
+            return _step(state, +1, SizingReason.SPARE, reading.now, spare_by)
         if count < target:
             return _step(state, +1, SizingReason.LIMITED, reading.now)
-        if probing:
-            stepped = _step(state, +1, SizingReason.PROBE, reading.now, probe_by)
-            return replace(stepped, probe=(count, reading.delivery))
+        if probe_by:
+            return _probe(state, reading, probe_by)
     saturated = capacity > 0 and reading.delivery >= SATURATED_SHARE * capacity
     needed = max(target, state.limited_recently + HEADROOM)
     unused = not reading.waiting and count > max(needed, reading.active + HEADROOM)
@@ -347,6 +345,12 @@ def rising_slots(state: SlotSizing | None, now: float, maximum: int) -> int:
     if state.probe is None and now - state.stepped_at > RISING_SECONDS:
         return 0
     return max(0, min(state.count, maximum - state.count))
+
+
+def _probe(state: SlotSizing, reading: SizingReading, by: int) -> SlotSizing:
+    """A probe of ``by`` slots, remembered for :func:`_read_probe`."""
+    stepped = _step(state, +1, SizingReason.PROBE, reading.now, by)
+    return replace(stepped, probe=(state.count, reading.delivery))
 
 
 def _read_probe(
