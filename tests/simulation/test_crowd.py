@@ -37,29 +37,26 @@ def crowd(request: SubRequest) -> Iterator[CrowdRun]:
     yield result
 
 
-# Not met yet, and issue #28 stays open for them (benchmarks/RESULTS.md): the crowd's
-# slow clients (a tenth of them take a tenth of their share) hold their slots ten times
-# as long as their sizes say, and the others finish sooner for what they leave, which
-# the estimates do not model yet. On PostgreSQL the protocol clients' figures come from
-# 19 estimates, and since the next round is held at the door (R-HOLD-2) no handover
-# lag offsets the slow clients' error: without slow clients the same crowd is at p95
-# 0.26 and 100 % inside. In memory without the rate, the misses are the cold server's
-# first answers, on a guessed rate. Strict: the day one is met, its test fails until
-# its entry is removed.
+# Not met yet, and issue #28 stays open for them (benchmarks/RESULTS.md): without a
+# configured rate, the first answers of the cold server come from a guess of the link
+# (FALLBACK_RATE, 32 MiB/s against the crowd's 40 MB/s), and their starts come about a
+# fifth sooner than told (inside the wide interval a guess announces); they are most of
+# the worst answers, the rest coming from the crowd's next few seconds. On PostgreSQL the
+# protocol clients' p95 rests on 19 estimates, so it is their worst. With the rate
+# configured every target is met since each held slot's share follows its session's
+# pace (policy.slot_shares). Strict: the day one is met, its test fails until its entry
+# is removed.
+COLD = "issue #28: the cold server's first answers, on a guessed rate (FALLBACK_RATE)"
 NOT_MET = {
-    ("p95", Store.MEMORY, False, "third-party"),
-    ("p95", Store.POSTGRES, True, "third-party"),
-    ("p95", Store.POSTGRES, False, "third-party"),
-    ("p95", Store.POSTGRES, True, "protocol"),
-    ("p95", Store.POSTGRES, False, "protocol"),
-    ("inside", Store.POSTGRES, True, "protocol"),
-    ("inside", Store.POSTGRES, False, "protocol"),
+    ("p95", Store.MEMORY, False, "third-party"): COLD,
+    ("p95", Store.POSTGRES, False, "protocol"): COLD,
+    ("p95", Store.POSTGRES, False, "third-party"): COLD,
 }
 
 
 def _known_unmet(request: SubRequest, target: str, crowd: CrowdRun, kind: str) -> None:
-    if (target, crowd.store, crowd.configured, kind) in NOT_MET:
-        reason = "issue #28: slow clients hold their slots longer than their sizes say"
+    reason = NOT_MET.get((target, crowd.store, crowd.configured, kind))
+    if reason is not None:
         request.applymarker(pytest.mark.xfail(strict=True, reason=reason))
 
 

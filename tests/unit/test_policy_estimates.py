@@ -105,7 +105,7 @@ def test_while_the_count_climbs_the_waiters_who_could_take_its_next_slots_come_s
 
 
 def test_the_finish_table_has_a_slot_free_now_for_every_free_slot() -> None:
-    assert finish_table([300, 100], 10.0, 50.0, 4) == [50.0, 50.0, 60.0, 80.0]
+    assert finish_table([300, 100], [10.0, 10.0], 50.0, 4) == [50.0, 50.0, 60.0, 80.0]
 
 
 def test_the_first_round_starts_when_slots_finish_and_later_rounds_take_service_time() -> None:

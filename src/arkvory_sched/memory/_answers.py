@@ -28,6 +28,7 @@ from ..policy import (
     SCHEDULED_WAITERS,
     TICKET_REUSE_SECONDS,
     LinkRate,
+    SlotShares,
     StartEstimate,
     WindowEstimate,
     answer_check_delay,
@@ -42,6 +43,7 @@ from ..policy import (
     queue_schedule,
     queued_retry_after,
     scheduled,
+    slot_shares,
     window_estimate,
 )
 from ..settings import SchedulerSettings
@@ -142,27 +144,42 @@ class Answers:
             now,
         )
 
+    def shares(self, now: float, rate: LinkRate) -> SlotShares:
+        """Each held slot's share of ``rate``, in the order of the active sessions, and a
+        later session's: a session its client limits keeps its own pace (R-EST-1). Only
+        a session sending now shows one: between two ranges a client is not slow."""
+        return slot_shares(
+            [
+                (session.sent_bytes() / (now - session.slot_since), now - session.slot_since)
+                if session.bytes_in_flight and now > session.slot_since
+                else None
+                for session in self._table.active.values()
+            ],
+            rate.bytes_per_second,
+            self.settings.sessions,
+            known=rate.known,
+        )
+
     def refresh_finish_table(self, now: float) -> None:
         """When each slot frees, from the remaining bytes of active sessions (R-EST-1)."""
         table, settings = self._table, self.settings
         active = table.active
-        rate = self.current_rate().bytes_per_second
-        self._finish_table = finish_table(
-            (session.remaining_bytes() for session in active.values()),
-            rate / max(1, len(active)),
-            now,
-            settings.sessions,
-        )
+        link = self.current_rate()
+        rate = link.bytes_per_second
+        shares = self.shares(now, link)
+        remaining = [session.remaining_bytes() for session in active.values()]
+        self._finish_table = finish_table(remaining, shares.held, now, settings.sessions)
         self._finish_table_at, self._finish_table_rate = now, rate
         if not (scheduled(settings) and table.queue):
             self._schedule, self._scheduled_starts = [], {}
             return
         first = list(islice(table.queue.iter_fair(), SCHEDULED_WAITERS))
         self._schedule = queue_schedule(
-            self._finish_table,
+            shares.schedule_table(remaining, now, settings.sessions),
             (s.remaining_bytes() for s in first),
-            rate / settings.sessions,
+            shares.per_slot,
             followers=settings.sessions,
+            limited_share=shares.limited_share,
         )
         self._scheduled_starts = {
             s.key: start for s, start in zip(first, self._schedule, strict=False)

@@ -179,9 +179,9 @@ class Tick:
         table.mark_epoch += 1
         settings = self.settings
         soon = soon_interactive = 0
-        per_session_rate = self._answers.current_rate().bytes_per_second / max(1, len(table.active))
-        for session in table.active.values():
-            if finishing_soon(session.remaining_bytes(), per_session_rate, session.yield_requested):
+        shares = self._answers.shares(now, self._answers.current_rate())
+        for session, rate in zip(table.active.values(), shares.held, strict=True):
+            if finishing_soon(session.remaining_bytes(), rate, session.yield_requested):
                 soon += 1
                 soon_interactive += session.interactive
         budget = marking_budget(

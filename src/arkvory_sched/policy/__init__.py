@@ -12,6 +12,7 @@ arguments (a test holds the import graph to that).
 - :mod:`._order`: service order between classes (stride) and within one, aging.
 - :mod:`._slots`: slot eligibility, the marking budget and marks, preemption.
 - :mod:`._estimates`: start estimates, ``checkAt`` and Retry-After values.
+- :mod:`._shares`: each held slot's share of the link, for the estimates.
 - :mod:`._requests`: one request's plan (its id, class, per session or per request,
   the arrival its ticket keeps), the strategies, the start of a download.
 - :mod:`._places`: how far a poll counts its place exactly.
@@ -121,6 +122,7 @@ from ._requests import (
     uses_sessions,
     validated_download_id,
 )
+from ._shares import LIMITED_FLOOR_SHARE, SHARE_PACE_AGE_SECONDS, SlotShares, slot_shares
 from ._sizing import (
     DELIVERY_SECONDS,
     HEADROOM,
@@ -195,6 +197,7 @@ __all__ = [
     "IDLE_SLOT_GRACE_SECONDS",
     "JITTER_HIGH",
     "JITTER_LOW",
+    "LIMITED_FLOOR_SHARE",
     "LIMITED_SHARE",
     "MARK_SCAN_SLACK",
     "MAX_CHECK_SECONDS",
@@ -211,6 +214,7 @@ __all__ = [
     "ROUND_HISTORY_SECONDS",
     "SATURATED_SHARE",
     "SCHEDULED_WAITERS",
+    "SHARE_PACE_AGE_SECONDS",
     "SHUTDOWN_RETRY_SECONDS",
     "SIZE_DOUBLINGS_FOR_FULL_DELAY",
     "SIZE_UNIT",
@@ -234,6 +238,7 @@ __all__ = [
     "RequestPlan",
     "SizingReading",
     "SizingReason",
+    "SlotShares",
     "SlotSizing",
     "Stall",
     "StallReason",
@@ -298,6 +303,7 @@ __all__ = [
     "size_slots",
     "sizing_reading",
     "slot_free_for",
+    "slot_shares",
     "smallest_first_key",
     "spare_slots",
     "stall_reason",

@@ -92,11 +92,12 @@ def estimate_rate(
 
 
 def finish_table(
-    remaining: Iterable[int], per_session_rate: float, now: float, sessions: int
+    remaining: Iterable[int], rates: Iterable[float], now: float, sessions: int
 ) -> list[float]:
     """When each slot frees (R-EST-1): the active sessions' remaining bytes at their
-    share of the rate, and ``now`` for every free slot; sorted."""
-    finishes = [now + left / per_session_rate for left in remaining]
+    rates (:func:`~arkvory_sched.policy.slot_shares`), and ``now`` for every free slot;
+    sorted."""
+    finishes = [now + left / rate for left, rate in zip(remaining, rates, strict=True)]
     finishes.extend([now] * max(0, sessions - len(finishes)))
     finishes.sort()
     return finishes
@@ -108,6 +109,7 @@ def queue_schedule(
     per_slot_rate: float,
     *,
     followers: int = 0,
+    limited_share: float = 0.0,
 ) -> list[float]:
     """When each of the first waiters starts, in service order, by their own sizes
     (R-EST-1, issue #28), and then ``followers`` more.
@@ -125,13 +127,18 @@ def queue_schedule(
     third slot's end plus four rounds, 5 s after the schedule's last start: the
     simulation's third-party tools, whose scored answer is a newcomer's, were at p95
     1.15 of the bound for it, and 0.87 with a round of followers.
+
+    ``limited_share`` is the share of the sessions that start whose clients limit them
+    (:class:`~arkvory_sched.policy.SlotShares`): such a session takes a slot but next
+    to nothing of the link, and the others' slots go faster for it, so each waiter is
+    charged its size less that share.
     """
     frees = list(table)
     heapq.heapify(frees)
     starts: list[float] = []
     if not frees:
         return starts
-    served = list(sizes)
+    served = [size * (1.0 - limited_share) for size in sizes]
     follower = sum(served) / len(served) if served else 0.0
     for size in itertools.chain(served, itertools.repeat(follower, followers if served else 0)):
         start = heapq.heappop(frees)

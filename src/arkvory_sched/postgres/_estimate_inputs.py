@@ -4,6 +4,8 @@ Two inputs, each one statement or a few per tick, kept out of the leader's marki
 
 * :class:`FleetRate`: the fleet's rate, read only from the seconds this leader saw the
   slots busy, beside a provisional reading of every second for a cold server;
+* :func:`held_slots`: each held slot's share of the rate, from the pace of its
+  session (``policy.slot_shares``), and the bytes its session has still to send;
 * :func:`waiter_schedule`: when the first waiters start, by their own sizes, in the
   order the fair queue serves them.
 """
@@ -22,9 +24,11 @@ from ..policy import (
     DELIVERY_SECONDS,
     SCHEDULED_WAITERS,
     LinkRate,
+    SlotShares,
     estimate_rate,
     queue_schedule,
     service_order,
+    slot_shares,
     strides_of,
 )
 from ..settings import SchedulerSettings
@@ -111,11 +115,41 @@ class FleetRate:
         )
 
 
+def held_slots(
+    active_rows: Sequence[asyncpg.Record], rate: LinkRate, sessions: int
+) -> tuple[SlotShares, list[int]]:
+    """Each held slot's share of ``rate`` and its session's bytes still to send, from
+    ``ACTIVE_FOR_ESTIMATE``'s rows, in their order."""
+    shares = slot_shares(
+        [_pace_and_age(row) for row in active_rows],
+        rate.bytes_per_second,
+        sessions,
+        known=rate.known,
+    )
+    return shares, [_remaining(row) for row in active_rows]
+
+
+def _pace_and_age(row: asyncpg.Record) -> tuple[float, float] | None:
+    """A held slot's pace over the time its bytes cover, and that time. Only a session
+    sending now shows one (``sent_as_of``: a response running with bytes counted, up to
+    which ``covered`` is whole); between two ranges a client is not slow."""
+    as_of, since = row["sent_as_of"], row["slot_since"]
+    if as_of is None or since is None or as_of <= since:
+        return None
+    return float(row["covered"]) / (as_of - since), as_of - since
+
+
+def _remaining(row: asyncpg.Record) -> int:
+    """An active session's bytes still to send, from ``ACTIVE_FOR_ESTIMATE``'s row."""
+    left: int = row["object_size"] - (row["start_offset"] or 0) - row["covered"]
+    return max(0, left)
+
+
 async def waiter_schedule(
     conn: asyncpg.Connection,
     settings: SchedulerSettings,
+    shares: SlotShares,
     finishes: Sequence[float],
-    rate: float,
     passes: Sequence[float],
 ) -> tuple[list[float], list[int]]:
     """When each of the first :data:`SCHEDULED_WAITERS` waiters starts, by its own size,
@@ -131,7 +165,13 @@ async def waiter_schedule(
     order = service_order(heads, passes, strides_of(settings.weights))
     first = [row for _, row in islice(order, SCHEDULED_WAITERS)]
     sizes = (float(row["remaining"]) for row in first)
-    starts = queue_schedule(finishes, sizes, rate / settings.sessions, followers=settings.sessions)
+    starts = queue_schedule(
+        finishes,
+        sizes,
+        shares.per_slot,
+        followers=settings.sessions,
+        limited_share=shares.limited_share,
+    )
     return starts, [row["seq"] for row in first]
 
 

@@ -45,7 +45,7 @@ from ..policy import (
 from ..settings import SchedulerSettings, Strategy
 from . import _sql as sql
 from . import _sql_tick as tick_sql
-from ._estimate_inputs import FleetRate, count_shape, waiter_schedule
+from ._estimate_inputs import FleetRate, count_shape, held_slots, waiter_schedule
 from ._idle_slots import IdleSlotCount
 from ._leader_aging import WindowView, entered_empty, promote_aged
 from ._leader_sizing import FleetSizing
@@ -305,18 +305,16 @@ class QueueLeader:
             busy=waiting > 0 or len(active_rows) >= settings.sessions,
             local_seconds=local[1],
         )
-        rate = reading.rate.bytes_per_second
         configured = self._configured or settings
         sized = await self._sizing.step(conn, configured, now, waiting, active_rows, reading)
         if sized:
             last_writes.append(sized)
-        per_session = rate / max(1, len(active_rows))
-        remaining = [_remaining(row) for row in active_rows]
+        shares, remaining = held_slots(active_rows, reading.rate, settings.sessions)
         soon = soon_interactive = active_interactive = 0
-        for row, left in zip(active_rows, remaining, strict=True):
+        for row, left, share in zip(active_rows, remaining, shares.held, strict=True):
             interactive = row["base_class"] == _INTERACTIVE_RANK
             active_interactive += interactive
-            if finishing_soon(left, per_session, row["yield_requested"]):
+            if finishing_soon(left, share, row["yield_requested"]):
                 soon += 1
                 soon_interactive += interactive
         budget = marking_budget(
@@ -327,7 +325,7 @@ class QueueLeader:
             soon=soon,
             soon_interactive=soon_interactive,
         )
-        finishes = finish_table(remaining, per_session, now, settings.sessions)
+        finishes = finish_table(remaining, shares.held, now, settings.sessions)
         # The passes are read once, for the schedule and the marking, and only if needed.
         passes = (
             await _caught_up_passes(conn, idle_classes)
@@ -335,7 +333,13 @@ class QueueLeader:
             else []
         )
         schedule, scheduled_seqs = (
-            await waiter_schedule(conn, settings, finishes, rate, passes)
+            await waiter_schedule(
+                conn,
+                settings,
+                shares,
+                shares.schedule_table(remaining, now, settings.sessions),
+                passes,
+            )
             if waiting and scheduled(settings)
             else ([], [])
         )
@@ -466,12 +470,6 @@ class QueueLeader:
 
 
 _INTERACTIVE_RANK = DownloadClass.INTERACTIVE.rank
-
-
-def _remaining(row: asyncpg.Record) -> int:
-    """An active session's bytes still to send, from ``ACTIVE_FOR_ESTIMATE``'s row."""
-    left: int = row["object_size"] - (row["start_offset"] or 0) - row["covered"]
-    return max(0, left)
 
 
 async def _active_by_principal(conn: asyncpg.Connection) -> dict[str, int]:

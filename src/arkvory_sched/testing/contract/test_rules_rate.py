@@ -3,6 +3,8 @@ every implementation (issue #28, ADR 0034).
 
 * A reading counts only when it says something: one tiny read does not make the link
   a 1 KiB/s link, and a start is not announced hours away because of it.
+* A slot held by a client that takes far less than its share frees at that client's
+  pace, and the others share the rest of the link (``policy.slot_shares``).
 * A cold server answers from the configured link rate; with none configured, from a
   guess that says what it is worth: its interval contains the real start whenever the
   link carries between :data:`~arkvory_sched.policy.FALLBACK_RATE` divided and
@@ -99,6 +101,32 @@ async def test_slots_taken_since_the_last_tick_are_not_announced_free(
         answer.starts_latest - clock.wall(),
     )
     assert abs(_wait(answer, clock) - 20.0) <= 2.0, _wait(answer, clock)
+
+
+async def test_a_slot_held_by_a_slow_client_frees_at_its_pace_and_the_others_sooner(
+    make_scheduler: MakeScheduler, clock: FakeClock
+) -> None:
+    """Two slots of a 10 MiB/s link: one client takes 1 MiB/s (``curl --limit-rate``),
+    the other the other nine. Read at equal shares, the fast download ends 5.6 s later
+    than it does, and the slow one 78 s sooner; the waiter starts when the fast one
+    ends (issue #28: a crowd with a tenth of its clients slow started its waiters up to
+    3 s before they were told)."""
+    link = 10 * MIB
+    scheduler = await make_scheduler(contract_settings(sessions=2, bandwidth=link))
+    slow = await admitted(scheduler, big("slow", None, size=100 * MIB))
+    fast = await admitted(scheduler, big("fast", None, size=90 * MIB, address="192.0.2.11"))
+    waiter = big("waiter", "dl-w", size=40 * MIB)
+    told = await queued(scheduler, waiter)
+    for _ in range(6):  # three seconds, reported every half second, ticked as a server runs
+        clock.advance(0.5)
+        await scheduler.progress(slow.grant, MIB // 2)
+        await scheduler.progress(fast.grant, 9 * MIB // 2)
+        await scheduler.tick()
+    answer = await queued(scheduler, replace(waiter, ticket=told.ticket))
+    # The fast download's 63 MiB left at 9 MiB/s: 7 s (equal shares: 12.6 s).
+    assert abs(_wait(answer, clock) - 7.0) <= 1.0, _wait(answer, clock)
+    for holder in (slow, fast):
+        await scheduler.report(holder.grant, Delivered(None))
 
 
 async def test_a_cold_server_without_a_configured_rate_states_a_wide_interval_then_measures(
