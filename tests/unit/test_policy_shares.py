@@ -69,10 +69,10 @@ def test_with_every_slot_limited_waiters_are_charged_their_full_size() -> None:
 
 def test_the_schedule_runs_on_the_slots_of_the_sessions_not_limited() -> None:
     shares = slot_shares([(1.0, OLD), (13.0, OLD), (13.0, OLD), (13.0, OLD)], RATE, 4)
-    table = shares.schedule_table([100, 26, 52, 13], 0.0, 4)
+    table = shares.tables([100, 26, 52, 13], 0.0, 4)[1]
     assert table == [1.0, 2.0, 4.0]  # the limited session's slot is left out
     plain = slot_shares([(10.0, OLD)] * 2, RATE, 4)
-    assert plain.schedule_table([40, 80], 0.0, 4) == [0.0, 0.0, 2.0, 4.0]
+    assert plain.tables([40, 80], 0.0, 4)[1] == [0.0, 0.0, 2.0, 4.0]
 
 
 def test_the_schedule_charges_waiters_less_the_limited_share() -> None:

@@ -36,13 +36,13 @@ from ..policy import (
     estimate_interval,
     estimate_rate,
     estimate_start,
-    finish_table,
     held_at_the_door,
     next_slot_free,
     no_show_at,
     queue_schedule,
     queued_retry_after,
     scheduled,
+    sending_pace,
     slot_shares,
     window_estimate,
 )
@@ -150,9 +150,11 @@ class Answers:
         a session sending now shows one: between two ranges a client is not slow."""
         return slot_shares(
             [
-                (session.sent_bytes() / (now - session.slot_since), now - session.slot_since)
-                if session.bytes_in_flight and now > session.slot_since
-                else None
+                sending_pace(
+                    session.sent_bytes(),
+                    session.slot_since,
+                    now if session.bytes_in_flight else None,
+                )
                 for session in self._table.active.values()
             ],
             rate.bytes_per_second,
@@ -160,22 +162,23 @@ class Answers:
             known=rate.known,
         )
 
-    def refresh_finish_table(self, now: float) -> None:
-        """When each slot frees, from the remaining bytes of active sessions (R-EST-1)."""
+    def refresh_finish_table(self, now: float) -> SlotShares:
+        """When each slot frees, from the remaining bytes of active sessions (R-EST-1),
+        and the held slots' shares it was made with (the tick's marking reads them)."""
         table, settings = self._table, self.settings
         active = table.active
         link = self.current_rate()
         rate = link.bytes_per_second
         shares = self.shares(now, link)
         remaining = [session.remaining_bytes() for session in active.values()]
-        self._finish_table = finish_table(remaining, shares.held, now, settings.sessions)
+        self._finish_table, schedule_table = shares.tables(remaining, now, settings.sessions)
         self._finish_table_at, self._finish_table_rate = now, rate
         if not (scheduled(settings) and table.queue):
             self._schedule, self._scheduled_starts = [], {}
-            return
+            return shares
         first = list(islice(table.queue.iter_fair(), SCHEDULED_WAITERS))
         self._schedule = queue_schedule(
-            shares.schedule_table(remaining, now, settings.sessions),
+            schedule_table,
             (s.remaining_bytes() for s in first),
             shares.per_slot,
             followers=settings.sessions,
@@ -184,6 +187,7 @@ class Answers:
         self._scheduled_starts = {
             s.key: start for s, start in zip(first, self._schedule, strict=False)
         }
+        return shares
 
     def _estimate_start(self, session: Session, ahead: int, now: float, rate: float) -> float:
         settings, table = self.settings, self._table

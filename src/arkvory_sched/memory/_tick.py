@@ -13,6 +13,7 @@ from .._clock import Clock
 from ..policy import (
     MARK_SCAN_SLACK,
     TAIL_ONLY_HOLD_SECONDS,
+    SlotShares,
     Strategy,
     YieldHead,
     choose_marks,
@@ -75,9 +76,9 @@ class Tick:
         idle = self._release_idle(now)
         promoted = self._table.queue.promote_aged(now)
         self._answers.note_busy(now)
-        self._answers.refresh_finish_table(now)
-        preempted = self._maybe_preempt(now)
-        marked = self._mark_waiters(now)
+        shares = self._answers.refresh_finish_table(now)
+        preempted = self._maybe_preempt(now)  # marks a yield; the slots stay as they are
+        marked = self._mark_waiters(now, shares)
         return TickOutcome(expired, idle, promoted, marked, preempted)
 
     def _aging_on(self) -> bool:
@@ -173,13 +174,12 @@ class Tick:
             return session
         return None
 
-    def _mark_waiters(self, now: float) -> int:
+    def _mark_waiters(self, now: float, shares: SlotShares) -> int:
         """R-SESS-12: mark twice as many waiters as there are (soon) free slots."""
         table = self._table
         table.mark_epoch += 1
         settings = self.settings
         soon = soon_interactive = 0
-        shares = self._answers.shares(now, self._answers.current_rate())
         for session, rate in zip(table.active.values(), shares.held, strict=True):
             if finishing_soon(session.remaining_bytes(), rate, session.yield_requested):
                 soon += 1

@@ -122,7 +122,13 @@ from ._requests import (
     uses_sessions,
     validated_download_id,
 )
-from ._shares import LIMITED_FLOOR_SHARE, SHARE_PACE_AGE_SECONDS, SlotShares, slot_shares
+from ._shares import (
+    LIMITED_FLOOR_SHARE,
+    SHARE_PACE_AGE_SECONDS,
+    SlotShares,
+    sending_pace,
+    slot_shares,
+)
 from ._sizing import (
     DELIVERY_SECONDS,
     HEADROOM,
@@ -298,6 +304,7 @@ __all__ = [
     "request_retry_after",
     "rising_slots",
     "scheduled",
+    "sending_pace",
     "service_order",
     "sets_start",
     "size_slots",

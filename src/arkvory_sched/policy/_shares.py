@@ -14,7 +14,7 @@ rule is the one the self-sizing slots use to count the sessions their clients li
 (ADR 0038), so the two read a crowd alike.
 
 The waiters are scheduled on the slots of the sessions not limited, at that faster
-share (:meth:`SlotShares.schedule_table`). Some of them will be limited too: such a
+share (:meth:`SlotShares.tables`). Some of them will be limited too: such a
 one takes a slot but next to nothing of the link, and the other slots go faster for
 it. Which ones is not known before they start; how many is, in the long run: by
 Little's law the limited sessions' share of the slots is their share of the sessions
@@ -31,7 +31,13 @@ from typing import Final, NamedTuple
 from ._estimates import finish_table
 from ._sizing import LIMITED_SHARE
 
-__all__ = ["LIMITED_FLOOR_SHARE", "SHARE_PACE_AGE_SECONDS", "SlotShares", "slot_shares"]
+__all__ = [
+    "LIMITED_FLOOR_SHARE",
+    "SHARE_PACE_AGE_SECONDS",
+    "SlotShares",
+    "sending_pace",
+    "slot_shares",
+]
 
 SHARE_PACE_AGE_SECONDS: Final = 2.0
 """Least time a session has held its slot before its pace says it is limited: its first
@@ -49,35 +55,40 @@ class SlotShares(NamedTuple):
     """Each active session's rate, in the order its pace was given."""
     per_slot: float
     """A slot's rate for a waiter that starts later, on the slots of the sessions not
-    limited (:meth:`schedule_table`)."""
+    limited (:meth:`tables`)."""
     limited: list[bool]
     """Whether each active session is limited by its client."""
     limited_share: float
     """The share of the sessions that start that their clients limit, as the held slots
     say it (the module's docstring); 0.0 with none limited."""
 
-    def schedule_table(self, remaining: Sequence[int], now: float, sessions: int) -> list[float]:
-        """The finish table the waiters are scheduled on (:func:`queue_schedule`): the
-        slots of the sessions not limited, each at :attr:`per_slot` once its session
-        ends.
+    def tables(
+        self, remaining: Sequence[int], now: float, sessions: int
+    ) -> tuple[list[float], list[float]]:
+        """The finish table (:func:`finish_table`: each held slot at its rate, ``now`` for
+        a free one) and the table the waiters are scheduled on (:func:`queue_schedule`):
+        the same but for the slots the limited sessions hold, each slot at
+        :attr:`per_slot` once its session ends. With none limited they are one list.
 
-        The slots the limited sessions hold are left out, though they free some day:
-        a waiter who takes one shares the link with the others, and the link carries
-        no more for it. Scheduled at :attr:`per_slot` after the limited sessions'
-        ends, the crowd's later waiters were told starts as if the link were faster,
-        and started 23 s after them over waits of 120 s (scenario 5 in memory).
+        The slots the limited sessions hold are left out of the schedule, though they
+        free some day: a waiter who takes one shares the link with the others, and the
+        link carries no more for it. Scheduled at :attr:`per_slot` after the limited
+        sessions' ends, the crowd's later waiters were told starts as if the link were
+        faster, and started 23 s after them over waits of 120 s (scenario 5 in memory).
         """
+        finishes = finish_table(remaining, self.held, now, sessions)
         slow = sum(self.limited)
         if not slow or slow >= sessions:
-            return finish_table(remaining, self.held, now, sessions)
+            return finishes, finishes
         kept = [
             (left, rate)
             for left, rate, limited in zip(remaining, self.held, self.limited, strict=True)
             if not limited
         ]
-        return finish_table(
+        schedule = finish_table(
             [left for left, _ in kept], [rate for _, rate in kept], now, sessions - slow
         )
+        return finishes, schedule
 
 
 def slot_shares(
@@ -143,3 +154,16 @@ def _started_share(held_share: float, longer: float) -> float:
     if held_share >= 1.0:
         return 0.0
     return held_share / (longer * (1.0 - held_share) + held_share)
+
+
+def sending_pace(
+    sent: float, since: float | None, until: float | None
+) -> tuple[float, float] | None:
+    """What :func:`slot_shares` reads of one held slot: the bytes its session ``sent``
+    since it took the slot at ``since``, per second up to ``until`` (when that count is
+    whole), and those seconds. ``until`` ``None``: the session is not sending now, and
+    between two ranges a client is not slow; ``None`` then, as for a slot of unknown
+    age."""
+    if until is None or since is None or until <= since:
+        return None
+    return sent / (until - since), until - since

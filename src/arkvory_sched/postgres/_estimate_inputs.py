@@ -27,6 +27,7 @@ from ..policy import (
     SlotShares,
     estimate_rate,
     queue_schedule,
+    sending_pace,
     service_order,
     slot_shares,
     strides_of,
@@ -121,22 +122,17 @@ def held_slots(
     """Each held slot's share of ``rate`` and its session's bytes still to send, from
     ``ACTIVE_FOR_ESTIMATE``'s rows, in their order."""
     shares = slot_shares(
-        [_pace_and_age(row) for row in active_rows],
+        [
+            # Up to when its count is whole: NULL while no response of it runs with
+            # bytes counted.
+            sending_pace(float(row["covered"]), row["slot_since"], row["sent_as_of"])
+            for row in active_rows
+        ],
         rate.bytes_per_second,
         sessions,
         known=rate.known,
     )
     return shares, [_remaining(row) for row in active_rows]
-
-
-def _pace_and_age(row: asyncpg.Record) -> tuple[float, float] | None:
-    """A held slot's pace over the time its bytes cover, and that time. Only a session
-    sending now shows one (``sent_as_of``: a response running with bytes counted, up to
-    which ``covered`` is whole); between two ranges a client is not slow."""
-    as_of, since = row["sent_as_of"], row["slot_since"]
-    if as_of is None or since is None or as_of <= since:
-        return None
-    return float(row["covered"]) / (as_of - since), as_of - since
 
 
 def _remaining(row: asyncpg.Record) -> int:

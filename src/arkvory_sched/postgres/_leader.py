@@ -33,7 +33,6 @@ from ..policy import (
     choose_marks,
     choose_victim,
     current_gate,
-    finish_table,
     finishing_soon,
     marking_budget,
     over_share_with_contenders,
@@ -325,7 +324,7 @@ class QueueLeader:
             soon=soon,
             soon_interactive=soon_interactive,
         )
-        finishes = finish_table(remaining, shares.held, now, settings.sessions)
+        finishes, schedule_table = shares.tables(remaining, now, settings.sessions)
         # The passes are read once, for the schedule and the marking, and only if needed.
         passes = (
             await _caught_up_passes(conn, idle_classes)
@@ -333,13 +332,7 @@ class QueueLeader:
             else []
         )
         schedule, scheduled_seqs = (
-            await waiter_schedule(
-                conn,
-                settings,
-                shares,
-                shares.schedule_table(remaining, now, settings.sessions),
-                passes,
-            )
+            await waiter_schedule(conn, settings, shares, schedule_table, passes)
             if waiting and scheduled(settings)
             else ([], [])
         )
