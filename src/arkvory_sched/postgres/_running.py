@@ -18,19 +18,26 @@ from ..settings import SchedulerSettings
 from ._estimates import QueueSnapshots
 from ._leader_sizing import InForce
 
-__all__ = ["OTHER_PROCESSES_RECHECK_SECONDS", "Running"]
+__all__ = ["HELD_RECHECK_SECONDS", "OTHER_PROCESSES_RECHECK_SECONDS", "Running"]
 
 # A held request looks at the shared queue at least this often: what other processes
 # changed is signalled only to the requests at the door, and only while the process
 # listens (ADR 0037).
 OTHER_PROCESSES_RECHECK_SECONDS = 1.0
+# ... and a held request not at the door at most this often (ADR 0040): what it can
+# learn there changes when the leader marks the next round (each tick, every half
+# second) or a slot frees, and each look is an admission's statements. Woken by every
+# range report, the curl crowd held at the doors of three processes asked 420 times a
+# second, and the database took the CPU the link's responses needed.
+HELD_RECHECK_SECONDS = 0.5
 
 
 class Running:
     """The process's settings in force, its windows' verdict, closing and change signal."""
 
-    __slots__ = ("_changed", "_clock", "_gate", "_slot_free", "_snapshots", "closed",
-                 "configured", "settings", "sizing_reason", "sizing_rising")  # fmt: skip
+    __slots__ = ("_changed", "_clock", "_closing", "_gate", "_slot_free", "_snapshots",
+                 "closed", "configured", "settings", "sizing_reason",
+                 "sizing_rising")  # fmt: skip
 
     def __init__(
         self, settings: SchedulerSettings, clock: Clock, snapshots: QueueSnapshots
@@ -46,6 +53,7 @@ class Running:
         self._snapshots = snapshots
         self._changed = anyio.Event()
         self._slot_free = anyio.Event()  # set with _changed, and by another process's release
+        self._closing = anyio.Event()
         # The windows' verdict (R-WIN-2), kept until a class opens or closes.
         self._gate: ClassGate | None = None
 
@@ -61,6 +69,12 @@ class Running:
         )
         self._gate = gate
         return gate
+
+    def close(self) -> None:
+        """Refuse from now on, and wake every held request at once to be told so."""
+        self.closed = True
+        self._closing.set()
+        self.notify()
 
     def notify(self) -> None:
         """Wake every request held for a change."""
@@ -90,4 +104,9 @@ class Running:
         # held request re-checks the shared queue.
         event = self._slot_free if at_the_door else self._changed
         with anyio.move_on_after(max(0.0, min(timeout, OTHER_PROCESSES_RECHECK_SECONDS))):
+            if not at_the_door:
+                # A change within the first half second wakes it when the half second
+                # is over (the event is the one of this wait's start); closing at once.
+                with anyio.move_on_after(HELD_RECHECK_SECONDS):
+                    await self._closing.wait()
             await event.wait()

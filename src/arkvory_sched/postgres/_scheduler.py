@@ -324,9 +324,8 @@ class PostgresScheduler(DownloadScheduler):
         await self._keyring.refresh(self._connections.require_pool())
 
     async def close(self) -> None:
-        self._running.closed = True
+        self._running.close()
         self._requests.close()  # refuses and wakes the per-request waiters
-        self._running.notify()
 
     async def disconnect(self) -> None:
         """Leave the fleet and close the pool (after ``close()`` and the last report).
