@@ -111,7 +111,10 @@ class DownloadScheduler(abc.ABC):
 
         Returns after a tick marked waiters, a slot or per-session place was released,
         the settings changed, the scheduler closed — or after ``timeout`` seconds. Used by
-        the middleware to hold third-party requests (R-HOLD-1) without a tight loop.
+        the middleware to hold third-party requests (R-HOLD-1) without a tight loop. A
+        store whose look at the queue is a round trip may wake a request no sooner than
+        half a second after its last look, a change meanwhile waking it then (ADR 0040):
+        such a request is not at the door, so it cannot take the slot that freed.
         """
 
     async def wait_at_the_door(self, timeout: float) -> None:

@@ -2,8 +2,9 @@
 
 The settings in force (an operator's change replaces them, ADR 0022), the windows'
 verdict under them (R-WIN-2), whether the process closed, and the signals that wake
-the requests held for a change: every held request on a change made here, and the
-requests held at the door also on a slot another process freed (ADR 0037). Every part
+the requests held for a change: every held request on a change made here (one
+further back than the door at most twice a second, ADR 0040), and the requests held
+at the door also on a slot another process freed (ADR 0037). Every part
 is handed this one value instead of a copy of the settings, so a change reaches all of
 them at once.
 """
