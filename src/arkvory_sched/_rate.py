@@ -19,6 +19,13 @@ A reading counts only when it says something about the link (issue #28, ADR 0034
   in which nobody waited and a slot was free says what the clients took, not what the
   link can carry, and is read as idle.
 
+A configured rate is raised by a reading only when it comes from a run of
+:data:`RAISE_MIN_RUN_SECONDS`, a full span of whole seconds (ADR 0034, point 15): one
+second scatters by a tenth around what the link carries (a shaper's first burst, the
+handovers in it), and a single one read 43–47 MiB/s off a 40 MiB/s link told as such.
+Every start announced over the next seconds came that much early, for the crowd that
+had just arrived.
+
 A cold server has no three busy seconds to read, and its first complete second may end
 two seconds after the crowd came. Until then it reads its delivery run so far
 (:meth:`PeakRateMeter.run_rate`: the bytes since delivery last began, over the time
@@ -36,12 +43,14 @@ __all__ = [
     "DEFAULT_SPAN_SECONDS",
     "DEFAULT_WINDOW_SECONDS",
     "MIN_RUN_SECONDS",
+    "RAISE_MIN_RUN_SECONDS",
     "RUN_GAP_SECONDS",
     "RUN_MIN_SECONDS",
     "BusySeconds",
     "PeakRateMeter",
     "masked",
     "peak_of_means",
+    "reading_min_run",
 ]
 
 DEFAULT_WINDOW_SECONDS = 60
@@ -49,11 +58,20 @@ DEFAULT_SPAN_SECONDS = 5
 MIN_RUN_SECONDS = 3
 """The shortest run of busy seconds that is read at all: its first and last second are
 partial, so three is the least that leaves one whole second in between."""
+RAISE_MIN_RUN_SECONDS = DEFAULT_SPAN_SECONDS + 2
+"""With a configured rate, the shortest run that is read: a full span of whole seconds
+between the run's partial first and last one."""
 RUN_GAP_SECONDS = 1.0
 """A pause in delivery this long ends a delivery run (:meth:`PeakRateMeter.run_rate`)."""
 RUN_MIN_SECONDS = 0.5
 """The shortest delivery run that is read: responses begin within the first tenths of
 a second, and a shorter run reads their start, not the link."""
+
+
+def reading_min_run(configured: bool) -> int:
+    """The shortest run of busy seconds a store reads for its estimates: with a rate
+    ``configured``, only a reading of a full span may raise it."""
+    return RAISE_MIN_RUN_SECONDS if configured else MIN_RUN_SECONDS
 
 
 def peak_of_means(
@@ -195,7 +213,7 @@ class PeakRateMeter:
         # The last peak and the second it was read in: every poll asks for the rate,
         # and it changes only when a second completes or a response is booked.
         self._peak = 0.0
-        self._peak_second: int | None = None
+        self._peak_second: tuple[int, int] | None = None  # and the shortest run read
         # The current delivery run: when it began, until when bytes came, how many.
         self._run_start = self._run_end = -math.inf
         self._run_bytes = 0.0
@@ -285,22 +303,24 @@ class PeakRateMeter:
             found.append(self._bytes[slot] if self._seconds[slot] == second else 0.0)
         return first, found
 
-    def peak(self, now: float, busy: BusySeconds | None = None) -> float:
+    def peak(
+        self, now: float, busy: BusySeconds | None = None, *, min_run: int = MIN_RUN_SECONDS
+    ) -> float:
         """The busiest ``span_seconds`` of the window ending at ``now``, in bytes per
         second; 0.0 if nothing was delivered in it. With ``busy`` the reading is the
         one estimates use: only the seconds it says were busy are read (the others as
-        idle), and only runs of :data:`MIN_RUN_SECONDS` or more."""
+        idle), and only runs of ``min_run`` or more (:func:`reading_min_run`)."""
         if not math.isfinite(now):
             raise ValueError(f"now must be finite, got {now!r}")
         second = math.floor(now)
-        if second != self._peak_second:
-            first, seconds = self.complete_seconds(now)
+        if busy is None:
             min_run = 1
+        if (second, min_run) != self._peak_second:
+            first, seconds = self.complete_seconds(now)
             if busy is not None:
                 seconds = masked(seconds, busy.flags(first, len(seconds)))
-                min_run = MIN_RUN_SECONDS
             self._peak = peak_of_means(seconds, self._span, min_run)
-            self._peak_second = second
+            self._peak_second = (second, min_run)
         return self._peak
 
     def run_rate(self, now: float) -> float:

@@ -20,7 +20,7 @@ from .._model import (
     Rejected,
     RejectReason,
 )
-from .._rate import BusySeconds, PeakRateMeter, peak_of_means
+from .._rate import BusySeconds, PeakRateMeter, peak_of_means, reading_min_run
 from .._slot_sizer import SlotSizer
 from .._tickets import TicketSigner
 from ..policy import (
@@ -103,14 +103,14 @@ class Answers:
 
     def current_rate(self) -> LinkRate:
         now = self._clock.monotonic()
-        peak = self._rate.peak(now, self._busy)
+        bandwidth = self.settings.bandwidth
+        peak = self._rate.peak(now, self._busy, min_run=reading_min_run(bandwidth is not None))
         if peak > 0:
             # The first reading is one second's, and a second in which the slots
             # changed hands reads low: the delivery run so far is a rate the link
             # carried too (issue #28).
             peak = max(peak, self._rate.run_rate(now))
             self._last_rate = peak
-        bandwidth = self.settings.bandwidth
         if peak or self._last_rate or bandwidth is not None:
             return estimate_rate(peak, self._last_rate, bandwidth)
         return estimate_rate(0.0, 0.0, None, self.provisional_rate(now))

@@ -95,23 +95,23 @@ class Admission:
             key = self._keys.key(
                 request.principal, request.object_id, plan.download_id, request.client_address
             )
+        began = self._clock.monotonic()
         try:
             if plan.download_id is not None and not running.closed:
-                early = await self._early_answer(key, request.ticket)
+                early = await self._early_answer(key, request.ticket, began)
                 if early is not None:
                     return early
-            return await self._sessions.admit(request, key, plan)
+            return await self._sessions.admit(request, key, plan, began=began)
         except StoreUnavailableError as error:
             self._connections.trouble(error)
             return self._meters.reject(RejectReason.STORAGE_UNAVAILABLE, STORAGE_RETRY_AFTER, cls)
 
-    async def _early_answer(self, key: bytes, ticket: str | None) -> Queued | None:
+    async def _early_answer(self, key: bytes, ticket: str | None, now: float) -> Queued | None:
         """A poll well before its checkAt, told its last answer again (ADR 0029): no
         statement of its own. Unless the snapshot this process last read (at most one
         a half second for all its polls) names it marked while a slot is free: then
         it claims the slot, as in memory; and so it does when a slot has been left free
         past the idle grace (issue #28)."""
-        now = self._clock.monotonic()
         if not self._early.is_early(key, ticket, now):
             return None
         snapshot = self._snapshots.current(now)

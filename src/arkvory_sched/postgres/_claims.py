@@ -96,7 +96,7 @@ class Claims:
         return placed is not None and in_next_round(placed["own_ahead"], sessions)
 
     async def may_take_slot(
-        self, conn: asyncpg.Connection, key: bytes, row: asyncpg.Record, now: float
+        self, conn: asyncpg.Connection, key: bytes, row: asyncpg.Record, now: float, began: float
     ) -> bool:
         """As in memory: a marked waiter (a back-up after its grace), or any waiter once a
         slot has been left free past the idle grace (issue #28); then the per-principal
@@ -109,8 +109,9 @@ class Claims:
         else:
             # In the tick's order: the first marked waiters expected soon take the free
             # slots; the rest, back-ups included, once none of them came within one of
-            # their poll periods (as in memory, ADR 0002, issue #28).
-            snapshot = await self._snapshots.read(conn, fresh=True)
+            # their poll periods (as in memory, ADR 0002, issue #28). The queue as of
+            # this request: the snapshot it read already, or one read now (ADR 0040).
+            snapshot = await self._snapshots.read(conn, fresh_since=began)
             order = snapshot.marked_order
             earlier = list(order[: order.index(key)]) if key in order else []
             # Each keeps its turn only if due back before the next slot frees

@@ -18,7 +18,7 @@ from itertools import islice
 
 import asyncpg
 
-from .._rate import MIN_RUN_SECONDS, BusySeconds, masked, peak_of_means
+from .._rate import BusySeconds, masked, peak_of_means, reading_min_run
 from ..policy import (
     CLASS_COUNT,
     DELIVERY_SECONDS,
@@ -97,7 +97,8 @@ class FleetRate:
         )
         totals = fleet["totals"] or []
         busy_totals = masked(totals, self._busy.flags(first, len(totals)))
-        summed = peak_of_means(busy_totals, min_run=MIN_RUN_SECONDS) + fleet["older"]
+        min_run = reading_min_run(settings.bandwidth is not None)
+        summed = peak_of_means(busy_totals, min_run=min_run) + fleet["older"]
         counted = summed or fleet["stored"]  # a minute without a byte keeps the last
         carried = peak_of_means(totals)
         provisional = 0.0 if counted else carried

@@ -95,12 +95,13 @@ class QueueSnapshots:
     the process runs (the same requests at the same queue times, the same answers).
     """
 
-    __slots__ = ("_clock", "_snapshot", "_until")
+    __slots__ = ("_clock", "_read_at", "_snapshot", "_until")
 
     def __init__(self, clock: Clock) -> None:
         self._clock = clock
         self._snapshot: QueueSnapshot | None = None
         self._until = 0.0
+        self._read_at = -float("inf")
 
     def current(self, now: float) -> QueueSnapshot | None:
         """The snapshot still within its half second at ``now``, if any."""
@@ -109,13 +110,26 @@ class QueueSnapshots:
             return None
         return snapshot
 
-    async def read(self, conn: asyncpg.Connection, *, fresh: bool = False) -> QueueSnapshot:
-        """The leader's last tick plus the slot table, cached for half a second."""
+    def read_since(self, moment: float) -> QueueSnapshot | None:
+        """The snapshot kept, if it was read at ``moment`` or later (queue time)."""
+        return self._snapshot if self._read_at >= moment else None
+
+    async def read(
+        self, conn: asyncpg.Connection, *, fresh_since: float | None = None
+    ) -> QueueSnapshot:
+        """The leader's last tick plus the slot table, cached for half a second; with
+        ``fresh_since``, read anew unless the one kept was read at that moment or later
+        (a request that began then and read it already: a marked waiter's claim read it
+        twice in a few milliseconds, ADR 0040)."""
         now = self._clock.monotonic()
-        if not fresh and self._snapshot is not None and now < self._until:
-            return self._snapshot
+        snapshot = self._snapshot
+        if snapshot is not None and (
+            self._read_at >= fresh_since if fresh_since is not None else now < self._until
+        ):
+            return snapshot
         snapshot = await read_snapshot(conn)
         self._snapshot = snapshot
+        self._read_at = now
         self._until = now + SNAPSHOT_SECONDS
         return snapshot
 

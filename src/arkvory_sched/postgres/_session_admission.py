@@ -78,10 +78,14 @@ class SessionAdmission:
         self._node = node
         self._lease_seconds = lease_seconds
 
-    async def admit(self, request: DownloadRequest, key: bytes, plan: RequestPlan) -> Decision:
+    async def admit(
+        self, request: DownloadRequest, key: bytes, plan: RequestPlan, *, began: float
+    ) -> Decision:
         """The answer to a request of the session ``key``, planned by the policy:
         joined, started, queued or refused, on one kept connection. Raises
-        :class:`StoreUnavailableError` when the database does not answer."""
+        :class:`StoreUnavailableError` when the database does not answer. ``began``:
+        when the request's admission began, so that a queue snapshot it read already
+        serves as a fresh one (ADR 0040)."""
         cls = plan.download_class
         now = self._clock.monotonic()
         async with self._connections.kept() as conn:
@@ -90,7 +94,10 @@ class SessionAdmission:
                 if row is not None and row["state"] == sql.ACTIVE:
                     return await self._join_active(conn, key, row, request.effective_range)
                 return self._meters.reject(RejectReason.SHUTTING_DOWN, SHUTDOWN_RETRY_SECONDS, cls)
-            if self._returning_waiter(request, key):
+            seen = self._snapshots.read_since(began)
+            if self._returning_waiter(request, key) and not (seen and key in seen.marked):
+                # A waiter the snapshot it just read names marked comes to claim: its
+                # place would only send it on to the full admission (ADR 0040).
                 placed = await conn.fetchrow(
                     sql.POSITION, key, exact_head(self._running.settings.sessions)
                 )
@@ -111,7 +118,7 @@ class SessionAdmission:
                     raise
                 outcome = error.message
             if outcome == "existing":
-                return await self._admit_existing(conn, request, key, row, now)
+                return await self._admit_existing(conn, request, key, row, now, began)
             if outcome in ("admitted", "queued"):
                 await self._note_start(conn, key, request)
             if outcome == "admitted":
@@ -143,6 +150,7 @@ class SessionAdmission:
         key: bytes,
         row: asyncpg.Record,
         now: float,
+        began: float,
     ) -> Decision:
         """A session the queue already holds: a range, a poll, a resumption."""
         if row["state"] == sql.ACTIVE:
@@ -153,7 +161,7 @@ class SessionAdmission:
             if lease is not None:
                 return await self._ranges.admit(lease, request.effective_range, conn)
             return await self._answers.queued(conn, key, stored_class, now, again=True)
-        if await self._claims.may_take_slot(conn, key, row, now):
+        if await self._claims.may_take_slot(conn, key, row, now, began):
             lease = await self._claims.claim(conn, key, row, now)
             if lease is not None:
                 self._running.invalidate()

@@ -5,6 +5,8 @@ every implementation (issue #28, ADR 0034).
   a 1 KiB/s link, and a start is not announced hours away because of it.
 * A slot held by a client that takes far less than its share frees at that client's
   pace, and the others share the rest of the link (``policy.slot_shares``).
+* A configured rate is raised by a reading of a full span of seconds, never by one
+  busy second (a shaper's first burst).
 * A cold server answers from the configured link rate; with none configured, from a
   guess that says what it is worth: its interval contains the real start whenever the
   link carries between :data:`~arkvory_sched.policy.FALLBACK_RATE` divided and
@@ -79,6 +81,34 @@ async def test_a_cold_server_answers_from_the_configured_rate(
         answer.starts_latest - clock.wall(),
     )
     assert answer.starts_latest - answer.starts_earliest < 0.3 * 48.0  # a real promise
+    await scheduler.report(holder.grant, Delivered(None))
+
+
+async def test_one_busy_second_above_the_configured_rate_does_not_raise_it(
+    make_scheduler: MakeScheduler, clock: FakeClock
+) -> None:
+    """Told 16 MiB/s, the link's first seconds carry 16, 24 (a shaper's first burst),
+    16 and 16 MiB: the rate stays the configured one, and the waiter behind 35.5 s of
+    the holder's bytes is told so, not 28 s. Only a full span of faster seconds says
+    the link is faster than configured (ADR 0034, point 15)."""
+    rate = 16 * MIB
+    scheduler = await make_scheduler(contract_settings(sessions=1, bandwidth=rate))
+    holder = await admitted(scheduler, big("curl", None, size=40 * rate))  # 40 s of link
+    waiter = big("wget", None, address="192.0.2.11")
+    await queued(scheduler, waiter)
+    await scheduler.tick()  # the slots are busy from here on: someone waits
+    for carried in (rate, rate * 3 // 2, rate, rate):
+        clock.advance(1.0)
+        await scheduler.progress(holder.grant, carried)
+        await scheduler.tick()
+    told = _wait(await queued(scheduler, waiter), clock)
+    assert told >= 33.5, f"told {told:.1f} s for 35.5 s of the configured link"
+    for _ in range(8):  # a full span of seconds at 24 MiB/s: the link is faster
+        clock.advance(1.0)
+        await scheduler.progress(holder.grant, rate * 3 // 2)
+        await scheduler.tick()
+    told = _wait(await queued(scheduler, waiter), clock)
+    assert told <= 18.0, f"told {told:.1f} s for 23.5 s of the configured link at 1.5 times"
     await scheduler.report(holder.grant, Delivered(None))
 
 
