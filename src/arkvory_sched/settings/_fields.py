@@ -462,8 +462,9 @@ FIELDS: Final[tuple[SettingField, ...]] = (
         variable="ARKVORY_DOWNLOAD_BANDWIDTH",
         parse=parse_rate,
         default_text="unset",
-        meaning="link bandwidth in bytes/s: the rate estimates start from, which readings "
-        "may raise and never lower (ADR 0034); units as for sizes, e.g. `125MB/s`",
+        meaning="link bandwidth in bytes/s: the rate estimates start from, which a reading "
+        "of seven busy seconds may raise and none lowers (ADR 0034); units as for sizes, "
+        "e.g. `125MB/s`",
     ),
 )
 
