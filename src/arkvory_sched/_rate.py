@@ -309,7 +309,8 @@ class PeakRateMeter:
         """The busiest ``span_seconds`` of the window ending at ``now``, in bytes per
         second; 0.0 if nothing was delivered in it. With ``busy`` the reading is the
         one estimates use: only the seconds it says were busy are read (the others as
-        idle), and only runs of ``min_run`` or more (:func:`reading_min_run`)."""
+        idle), and only runs of ``min_run`` or more (:func:`reading_min_run`); without
+        ``busy``, every run."""
         if not math.isfinite(now):
             raise ValueError(f"now must be finite, got {now!r}")
         second = math.floor(now)

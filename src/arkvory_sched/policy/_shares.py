@@ -122,19 +122,18 @@ def slot_shares(
         for pace in paces
     ]
     floor = LIMITED_FLOOR_SHARE * equal
-    slow_paces = [
-        max(pace[0], floor) for pace, held in zip(paces, limited, strict=True) if pace and held
+    own = [
+        max(pace[0], floor) if pace and is_slow else None
+        for pace, is_slow in zip(paces, limited, strict=True)
     ]
+    slow_paces = [pace for pace in own if pace is not None]
     if not slow_paces:
         return SlotShares([equal] * count, rate / max(1, sessions), limited, 0.0)
     slow = len(slow_paces)
     # Each limited pace is below half an equal share: at least half the link is left.
     left = rate - sum(slow_paces)
     unlimited = left / max(1, count - slow)
-    held = [
-        max(pace[0], floor) if pace and is_slow else unlimited
-        for pace, is_slow in zip(paces, limited, strict=True)
-    ]
+    held = [unlimited if pace is None else pace for pace in own]
     return SlotShares(
         held,
         left / max(1, sessions - slow),

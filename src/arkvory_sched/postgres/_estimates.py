@@ -123,9 +123,9 @@ class QueueSnapshots:
         twice in a few milliseconds, ADR 0040)."""
         now = self._clock.monotonic()
         snapshot = self._snapshot
-        if snapshot is not None and (
-            self._read_at >= fresh_since if fresh_since is not None else now < self._until
-        ):
+        # Kept for half a second, or, asked fresh, if read since that moment.
+        kept = now < self._until if fresh_since is None else self._read_at >= fresh_since
+        if snapshot is not None and kept:
             return snapshot
         snapshot = await read_snapshot(conn)
         self._snapshot = snapshot

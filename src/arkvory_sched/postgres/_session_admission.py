@@ -94,10 +94,7 @@ class SessionAdmission:
                 if row is not None and row["state"] == sql.ACTIVE:
                     return await self._join_active(conn, key, row, request.effective_range)
                 return self._meters.reject(RejectReason.SHUTTING_DOWN, SHUTDOWN_RETRY_SECONDS, cls)
-            seen = self._snapshots.read_since(began)
-            if self._returning_waiter(request, key) and not (seen and key in seen.marked):
-                # A waiter the snapshot it just read names marked comes to claim: its
-                # place would only send it on to the full admission (ADR 0040).
+            if self._returning_waiter(request, key) and not self._seen_marked(key, began):
                 placed = await conn.fetchrow(
                     sql.POSITION, key, exact_head(self._running.settings.sessions)
                 )
@@ -232,6 +229,13 @@ class SessionAdmission:
             and sets_start(byte_range, request.object_size, None)
         ):
             await conn.execute(sql.NOTE_START_HINT, key, byte_range.start)
+
+    def _seen_marked(self, key: bytes, began: float) -> bool:
+        """Whether the snapshot this request read already (since ``began``) names ``key``
+        marked: it comes to claim, and its place would only send it on to the full
+        admission (ADR 0040)."""
+        seen = self._snapshots.read_since(began)
+        return seen is not None and key in seen.marked
 
     def _returning_waiter(self, request: DownloadRequest, key: bytes) -> bool:
         """A request with this queue's ticket for its session: most likely a poll.
