@@ -140,6 +140,24 @@ def test_marked_waiter_is_told_to_come_at_once() -> None:
     assert answer.retry_after == 1
 
 
+def test_a_marked_back_up_is_back_at_its_check_at_not_a_second_later() -> None:
+    """Issue #28: its check delay is whole seconds, so ``Retry-After`` (whole seconds,
+    rounded up) brings it back at its checkAt; it used to come up to a second later."""
+    core, clock = make_core(sessions=1)
+    holder = req("holder", size=16 * GIB)
+    deliver(core, admitted(ask(core, holder, span(0, 16 * GIB - CHUNK))))
+    admitted(ask(core, holder, span(16 * GIB - CHUNK, 16 * GIB)))  # finishing within 5 s
+    head, back_up = req("head", size=200 * GIB), req("back-up", size=200 * GIB)
+    wait_in_queue(core, head)
+    wait_in_queue(core, back_up)
+    clock.advance(0.5)
+    assert core.tick().marked == 2  # twice the slots about to free: the head and a back-up
+    answer = queued(ask(core, back_up))
+    assert answer.position == 2
+    assert _delay(answer, clock) == pytest.approx(answer.retry_after)
+    assert answer.retry_after > 1  # behind a 200 GiB download: a whole second or more
+
+
 def test_jitter_spreads_polls_per_ticket() -> None:
     ratios = set()
     for i in range(40):

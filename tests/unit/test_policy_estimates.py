@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from functools import partial
 
 import pytest
@@ -25,6 +26,7 @@ from arkvory_sched.policy import (
     jitter,
     no_show_at,
     queue_schedule,
+    queued_retry_after,
     request_retry_after,
     taken_since,
 )
@@ -204,3 +206,24 @@ def test_a_slot_the_table_holds_free_but_taken_since_ends_a_download_from_now() 
     fresh = [99.0, 99.5, 130.0, 140.0]
     assert taken_since(fresh, 99.0, 100.0, 4, 3, 10.0 * MIB, 40.0 * MIB) is fresh
     assert start([], 0, active=3, waiting=1) == 100.0
+
+
+def test_a_marked_waiter_is_asked_back_in_whole_seconds_where_polls_are_free() -> None:
+    """Issue #28: asked back in 1.x s, it was told ``Retry-After: 2`` and came back up to
+    a second after its checkAt, when its slot had often freed and waited for it."""
+    key, wait = b"\xff", 2.6  # halfway 1.3 s, spread up to 1.43 s
+    kept = check_delay(key, newcomer=False, ahead=12, wait=wait, marked=True, free_at_mark=9)
+    assert 1 < kept < 2  # PostgreSQL: each poll at the door costs the primary
+    assert queued_retry_after(kept) == 2
+    whole = check_delay(
+        key, newcomer=False, ahead=12, wait=wait, marked=True, free_at_mark=9, polls_are_free=True
+    )
+    assert whole == 1.0 == queued_retry_after(whole)
+    longer = check_delay(
+        key, newcomer=False, ahead=40, wait=60, marked=True, free_at_mark=9, polls_are_free=True
+    )
+    assert longer == math.floor(longer) and 27 <= longer <= 33
+    unmarked = check_delay(
+        key, newcomer=False, ahead=12, wait=9, marked=False, free_at_mark=9, polls_are_free=True
+    )
+    assert unmarked != math.floor(unmarked)  # only marked waiters: the rest keep their spread

@@ -247,6 +247,7 @@ class Answers:
             free_at_mark=table.free_at_mark,
             sessions=self.settings.sessions,
             rising=self._sizer.rising(now),
+            polls_are_free=True,  # a poll is a dictionary lookup here
         )
         if not newcomer and session.first_estimate is None and session.blocked_by is None:
             session.first_estimate = start

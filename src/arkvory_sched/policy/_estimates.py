@@ -284,7 +284,14 @@ def jitter(key: bytes) -> float:
 
 
 def check_delay(
-    key: bytes, *, newcomer: bool, ahead: int, wait: float, marked: bool, free_at_mark: int
+    key: bytes,
+    *,
+    newcomer: bool,
+    ahead: int,
+    wait: float,
+    marked: bool,
+    free_at_mark: int,
+    polls_are_free: bool = False,
 ) -> float:
     """Seconds until the waiter should ask again (R-EST-3): ``checkAt`` and Retry-After.
 
@@ -292,6 +299,17 @@ def check_delay(
     download, at least 1 s (head or marked) or 2 s, at most 300 s. A waiter marked for
     a slot that is (about to be) free comes at once; marked back-ups further down keep
     their pace, so they rarely overtake.
+
+    Where a poll costs the store nothing (``polls_are_free``: in memory), any marked
+    waiter is asked back in whole seconds, rounded down. ``Retry-After`` is whole
+    seconds rounded up (:func:`queued_retry_after`), so a marked waiter of the second
+    round asked back in 1.2 s was told 2 s and came back 0.8 s after its ``checkAt``:
+    in the gate's mixed crowd, whose nine slots change hands five times a second, its
+    slot had often freed meanwhile and waited for it, since it kept its turn
+    (:func:`keeps_its_turn`). Back on time, it is at the door when the slot frees
+    (issue #28). On PostgreSQL each waiter held at the door costs statements on the
+    primary every process shares, and in the same crowd the extra door time cost the
+    link more than the idle time it saved (ADR 0041).
     """
     if newcomer:
         return NEWCOMER_CHECK_SECONDS
@@ -302,6 +320,8 @@ def check_delay(
     delay = max(floor, halfway * jitter(key))
     if marked and ahead < free_at_mark:
         delay = HEAD_MIN_CHECK_SECONDS
+    elif marked and polls_are_free:
+        delay = float(math.floor(delay))  # at least HEAD_MIN_CHECK_SECONDS, a whole second
     return delay
 
 
@@ -333,13 +353,15 @@ def answer_check_delay(
     free_at_mark: int,
     sessions: int,
     rising: int = 0,
+    polls_are_free: bool = False,
 ) -> float:
     """Seconds until a waiter told ``estimate`` asks again, as both stores answer it:
     :func:`check_delay`, no later than its class's opening allows, and for a waiter of
     the next round no later than its earliest start (:func:`bound_check_delay`; a
     newcomer keeps its 2 s, R-EST-3). While the self-sizing count climbs, ``rising``
     slots more may open at its next step (``rising_slots``): a waiter who could take
-    one asks again within :data:`NEWCOMER_CHECK_SECONDS`."""
+    one asks again within :data:`NEWCOMER_CHECK_SECONDS`. ``polls_are_free``: see
+    :func:`check_delay`."""
     delay = estimate.window.check_delay(
         check_delay(
             key,
@@ -348,6 +370,7 @@ def answer_check_delay(
             wait=estimate.start - now,
             marked=marked,
             free_at_mark=free_at_mark,
+            polls_are_free=polls_are_free,
         ),
         jitter(key),
     )
