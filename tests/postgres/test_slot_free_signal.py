@@ -15,6 +15,7 @@ import pytest
 
 from arkvory_sched import Admitted, ByteRange, Delivered, Queued, RangeKind
 from arkvory_sched.postgres import PostgresScheduler
+from arkvory_sched.postgres import _estimates as estimates_module
 from arkvory_sched.postgres import _running as running_module
 from arkvory_sched.postgres import _slot_signal as slot_signal
 from arkvory_sched.postgres._slot_signal import MIN_POOL_TO_LISTEN, SLOT_FREE_CHANNEL
@@ -96,6 +97,28 @@ async def test_a_slot_freed_by_one_process_wakes_a_request_held_at_the_door_by_a
         # third-party tools held further back keep waiting.
         assert not elsewhere.is_set()
         group.cancel_scope.cancel()
+
+
+async def test_a_marked_waiter_woken_by_another_process_s_release_takes_the_slot(
+    connect: Connect, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue #28: the woken request asks again before its checkAt, and the snapshot the
+    process kept (for a minute here, half a second in service) showed every slot held:
+    it was told its last answer again (ADR 0029) and left the freed slot empty."""
+    monkeypatch.setattr(estimates_module, "SNAPSHOT_SECONDS", NEVER)
+    first = await connect(node_id="node-a", pool_size=POOL)
+    second = await connect(node_id="node-b", pool_size=POOL)
+    held = await full_slots(first)
+    request = download("waiter", "dl-waiter")
+    assert isinstance(await second.admit(request), Queued)  # its first answer
+    await first.tick()  # first becomes the leader
+    marks = await first.tick()
+    assert marks.marked == 1, "the holders finish within seconds: the next round is marked"
+    told = await second.admit(request)
+    assert isinstance(told, Queued) and told.at_the_door, told
+    await woken_at_the_door(second, lambda: finish(first, held[0]))
+    decision = await second.admit(request)  # before its checkAt, as the held request asks
+    assert isinstance(decision, Admitted), decision
 
 
 async def test_another_schema_freeing_a_slot_wakes_nobody(

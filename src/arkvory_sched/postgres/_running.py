@@ -94,6 +94,15 @@ class Running:
         self._slot_free = anyio.Event()
         free.set()
 
+    def slot_freed_elsewhere(self) -> None:
+        """Another process freed a slot, or the leader marked waiters for one (the
+        fleet's signal, ADR 0037): the snapshot this process keeps is dropped before the
+        requests at the door wake. Kept, it still showed the slot held, and each woken
+        waiter was told its last answer again (ADR 0029) instead of claiming the slot,
+        which then stayed empty until the snapshot's half second ran out (issue #28)."""
+        self._snapshots.drop()
+        self.wake_the_door()
+
     def invalidate(self) -> None:
         """The queue changed here: answers read it anew, held requests look again."""
         self._snapshots.drop()

@@ -5,9 +5,9 @@ the door only at their next re-check, up to a quarter of a second later: with th
 gate's sessions of two seconds that left 4-5 % of the slot-seconds idle while hundreds
 waited. Migration 0019 notifies ``arkvory_slot_free`` whenever a slot goes from held to
 free (and the leader's tick does when it marked waiters for a free slot); this
-connection hears it and wakes only this process's requests at the door
-(:meth:`Running.wake_the_door`), a handful, never the third-party tools held
-further back.
+connection hears it, drops the process's queue snapshot and wakes only this
+process's requests at the door (:meth:`Running.slot_freed_elsewhere`), a handful,
+never the third-party tools held further back.
 
 The connection is the pool's, taken for as long as it listens, so a process still
 opens ``pool_size`` connections in all; a pool smaller than :data:`MIN_POOL_TO_LISTEN`
@@ -86,7 +86,7 @@ class SlotSignal:
 
     def _heard(self, conn: object, pid: int, channel: str, payload: object) -> None:
         if payload == self._schema:  # the channel is shared by every schema
-            self._running.wake_the_door()
+            self._running.slot_freed_elsewhere()
 
     def _closed(self, conn: object) -> None:
         self._lost = True
