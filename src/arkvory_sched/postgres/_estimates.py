@@ -122,11 +122,10 @@ class QueueSnapshots:
         (a request that began then and read it already: a marked waiter's claim read it
         twice in a few milliseconds, ADR 0040)."""
         now = self._clock.monotonic()
-        snapshot = self._snapshot
         # Kept for half a second, or, asked fresh, if read since that moment.
-        kept = now < self._until if fresh_since is None else self._read_at >= fresh_since
-        if snapshot is not None and kept:
-            return snapshot
+        kept = self.current(now) if fresh_since is None else self.read_since(fresh_since)
+        if kept is not None:
+            return kept
         snapshot = await read_snapshot(conn)
         self._snapshot = snapshot
         self._read_at = now
