@@ -47,8 +47,9 @@ __all__ = ["Attempt", "parse_log", "starts_at"]
 CURL = "/usr/bin/curl"
 Attempt = dict[str, Any]
 """One request curl made: ``at`` (sent), then from its answer ``status``, ``answered``,
-``retry_after``, ``starts_at`` ((point, earliest, latest) epoch seconds) and
-``position``; a request with no answer (refused, reset) has ``status`` ``None``."""
+``retry_after``, ``starts_at`` ((point, earliest, latest) epoch seconds), ``guessed``
+(the start on a guessed rate, ``basis=guess``, ADR 0042) and ``position``; a request
+with no answer (refused, reset) has ``status`` ``None``."""
 
 
 def _of_day(clock: str) -> float | None:
@@ -94,6 +95,7 @@ def parse_log(text: str, began: float) -> list[Attempt]:
         elif rest.startswith("< HTTP/"):
             attempts[-1] |= {"status": int(rest.split()[2]), "answered": at}
             attempts[-1] |= {"retry_after": None, "starts_at": None, "position": None}
+            attempts[-1] |= {"guessed": False}
         elif attempts[-1]["status"] is not None:
             name, _, value = rest[2:].partition(":")
             name, value = name.strip().lower(), value.strip()
@@ -101,6 +103,7 @@ def parse_log(text: str, began: float) -> list[Attempt]:
                 attempts[-1]["retry_after"] = int(value)
             elif name == "arkvory-starts-at":
                 attempts[-1]["starts_at"] = starts_at(value)
+                attempts[-1]["guessed"] = "basis=guess" in value.replace(" ", "")
             elif name == "arkvory-queue-position" and value.isdigit():
                 attempts[-1]["position"] = int(value)
     return attempts
@@ -128,6 +131,7 @@ async def _one(spec: dict[str, Any], index: int, served: bytes, digest: str) -> 
     download = spec["downloads"][index]
     record: dict[str, Any] = dict.fromkeys(("estimate", "earliest", "latest", "start", "end"))
     record |= {"kind": download["kind"], "positions": [], "failures": 0, "error": None}
+    record["guessed"] = False
     dest = Path(spec["directory"]) / f"{index}.bin"
     common = ["-sS", "-v", "--trace-time", "--fail", "--retry", "1000", "--retry-all-errors"]
     common += ["--retry-max-time", str(spec["retry_max_time"]), "--interface", download["address"]]
@@ -167,8 +171,12 @@ async def _one(spec: dict[str, Any], index: int, served: bytes, digest: str) -> 
             if attempt["position"] is None:  # a newcomer's placeholder answer (R-EST-3)
                 continue
             record["positions"].append((attempt["answered"], attempt["position"]))
-            if record["estimate"] is None:
-                record["estimate"], record["earliest"], record["latest"] = attempt["starts_at"]
+            point, earliest, latest = attempt["starts_at"]
+            if record["earliest"] is None:  # the first answer's interval is judged
+                record["earliest"], record["latest"] = earliest, latest
+                record["guessed"] = attempt["guessed"]
+            if record["estimate"] is None and not attempt["guessed"]:  # ADR 0042
+                record["estimate"] = point
         else:
             record["failures"] += 1
     size, got = await asyncio.to_thread(_digest, dest)

@@ -122,20 +122,24 @@ def told_quality(
 ) -> tuple[list[dict[str, Any]], float, float]:
     """The downloads told a start that then started, and how true that start was: the
     p95 of error ÷ bound and the share inside the interval, scored as the simulation
-    scores them (``estimate_quality``)."""
-    told = [r for r in records if r["estimate"] is not None and r["start"] is not None]
+    scores them (``estimate_quality``): the interval of each one's first answer with a
+    place, the error of its first start told on a configured or measured rate (an
+    answer on a guessed rate says so, ADR 0042)."""
+    answered = [r for r in records if r["earliest"] is not None and r["start"] is not None]
     results = [
         ClientResult(
             ClientSpec("", "", PrincipalKind.SERVICE, size, r["arrival"] - origin),
             first_start=r["start"] - origin,
-            estimate=r["estimate"] - origin,
+            estimate_at=r["earliest"] - origin,  # only whether there was an answer counts
+            estimate=None if r["estimate"] is None else r["estimate"] - origin,
             estimate_earliest=r["earliest"] - origin,
             estimate_latest=r["latest"] - origin,
+            guessed=bool(r.get("guessed")),
         )
-        for r in told
+        for r in answered
     ]
     bound_p95, _, inside = estimate_quality(results)
-    return told, bound_p95, inside
+    return [r for r in answered if r["estimate"] is not None], bound_p95, inside
 
 
 def figures(

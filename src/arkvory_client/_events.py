@@ -38,7 +38,8 @@ class Queued:
     gave none (a plain busy answer, or a newcomer's first answer from a shared PostgreSQL
     queue, which tells the place from the first poll on). ``retry_after`` is the wait the
     server asked for, in seconds. ``reason`` is ``download_queued``, ``busy``,
-    ``rate_limited`` or ``retry_after``.
+    ``rate_limited`` or ``retry_after``. ``guessed``: the server had no link rate yet,
+    configured or measured, so ``starts_at`` is a guess within a wide interval (ADR 0042).
     """
 
     position: int | None
@@ -48,6 +49,7 @@ class Queued:
     retry_after: float
     download_class: str | None
     reason: str = "download_queued"
+    guessed: bool = False
 
 
 @dataclass(frozen=True, slots=True)

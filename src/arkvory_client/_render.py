@@ -125,6 +125,8 @@ def queue_line(
     if event.starts_at is not None:
         left = (event.starts_at - now).total_seconds()
         when = "now" if left < 1 else f"in {human_duration(left)}"
+        if event.guessed:  # nothing measured yet: say so rather than promise (ADR 0042)
+            when += ", a first guess"
         parts.append(f"start ≈ {clock_time(event.starts_at, now=now, tz=tz)} ({when})")
     elif event.position is None:
         if event.reason != "download_queued":
@@ -397,6 +399,7 @@ class JsonDisplay:
                 "startsAt": json_time(event.starts_at),
                 "earliest": json_time(event.earliest),
                 "latest": json_time(event.latest),
+                "startsGuessed": event.guessed,
                 "retryAfter": event.retry_after,
                 "reason": event.reason,
                 "class": event.download_class,

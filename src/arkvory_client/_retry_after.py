@@ -83,12 +83,15 @@ class StartsAt:
     """The start the server estimates for a queued download (``Arkvory-Starts-At``).
 
     ``point`` is the best estimate; ``earliest`` and ``latest`` bound it (R-EST-2). A
-    header without the interval gives ``earliest == latest == point``.
+    header without the interval gives ``earliest == latest == point``. ``guessed``: the
+    server has neither a configured nor a measured link rate yet (``basis=guess``), so
+    the point is a guess and only the interval says something (ADR 0042).
     """
 
     point: datetime
     earliest: datetime
     latest: datetime
+    guessed: bool = False
 
 
 def parse_rfc3339(value: str) -> datetime | None:
@@ -108,7 +111,8 @@ def parse_rfc3339(value: str) -> datetime | None:
 
 
 def parse_starts_at(value: str | None) -> StartsAt | None:
-    """Parse ``<rfc3339>; earliest=<rfc3339>; latest=<rfc3339>``; ``None`` when unusable.
+    """Parse ``<rfc3339>; earliest=<rfc3339>; latest=<rfc3339>[; basis=guess]``; ``None``
+    when unusable.
 
     Unknown parameters are ignored so that the server may add some; a malformed
     ``earliest``/``latest`` falls back to the point.
@@ -120,14 +124,19 @@ def parse_starts_at(value: str | None) -> StartsAt | None:
     if point is None:
         return None
     bounds: dict[str, datetime] = {}
+    guessed = False
     for parameter in parameters:
         name, _, raw = parameter.partition("=")
-        moment = parse_rfc3339(raw.strip().strip('"'))
+        name, value = name.strip().lower(), raw.strip().strip('"')
+        if name == "basis":
+            guessed = value.lower() == "guess"
+            continue
+        moment = parse_rfc3339(value)
         if moment is not None:
-            bounds[name.strip().lower()] = moment
+            bounds[name] = moment
     earliest = min(bounds.get("earliest", point), point)
     latest = max(bounds.get("latest", point), point)
-    return StartsAt(point=point, earliest=earliest, latest=latest)
+    return StartsAt(point=point, earliest=earliest, latest=latest, guessed=guessed)
 
 
 def parse_queue_position(value: str | None) -> int | None:

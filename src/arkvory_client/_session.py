@@ -400,6 +400,7 @@ class DownloadSession:
                 retry_after=action.seconds,
                 download_class=head.get("arkvory-download-class"),
                 reason=action.reason,
+                guessed=starts.guessed if starts else False,
             )
         )
 

@@ -72,15 +72,18 @@ class WaitBudget:
 
         Raises :class:`QueueDeadlineError` when the server expects to start (``starts``)
         after the deadline, or when the deadline has passed; ``last_start`` is the last
-        estimate the server gave, reported with the error.
+        estimate the server gave, reported with the error. A guessed start (ADR 0042)
+        gives up only when even its earliest is after the deadline: a cold server's
+        guess is no reason to stop.
         """
         last = last_start.point if last_start is not None else None
-        if starts is not None and starts.point > not_after:
+        expected = None if starts is None else starts.earliest if starts.guessed else starts.point
+        if expected is not None and expected > not_after:
             raise QueueDeadlineError(
-                f"the server expects to start at {starts.point.isoformat()}, "
+                f"the server expects to start at {expected.isoformat()}, "
                 f"after not_after ({not_after.isoformat()})",
                 not_after=not_after,
-                starts_at=starts.point,
+                starts_at=expected,
             )
         left = not_after.timestamp() - now_wall
         if left <= 0 or self._deadline_reached:

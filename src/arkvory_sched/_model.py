@@ -169,7 +169,10 @@ class Queued:
     epoch seconds.
     ``retry_after`` is whole seconds up to ``check_at``. ``at_the_door``: the server
     holds the request until a slot frees or the hold ends, as it holds a request without
-    an id (R-HOLD-2; :func:`~arkvory_sched.policy.held_at_the_door`).
+    an id (R-HOLD-2; :func:`~arkvory_sched.policy.held_at_the_door`). ``guessed``: the
+    start was estimated on a guess of the link's rate (nothing configured, nothing
+    measured yet, ADR 0034 point 3), and the answer says so (ADR 0042): its interval is
+    the truth it can tell, and its point is not scored as an estimate.
     """
 
     position: int | None
@@ -182,6 +185,7 @@ class Queued:
     ticket: str | None = None
     reason: str = "download_queued"
     at_the_door: bool = False
+    guessed: bool = False
 
 
 class RejectReason(StrEnum):

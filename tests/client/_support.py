@@ -100,13 +100,18 @@ def queued(
     starts_at: str | None = "2026-05-28T21:00:00Z",
     ticket: str | None = None,
     download_class: str = "bulk",
+    earliest: str | None = None,
+    guessed: bool = False,
 ) -> Answer:
-    """``503 download_queued`` with the queue headers, as ``_problems.queued`` writes it."""
+    """``503 download_queued`` with the queue headers, as ``_problems.queued`` writes it:
+    the interval ``earliest``..``starts_at``, on a guessed rate if ``guessed``."""
 
     def answer(server: ObjectServer, request: httpx.Request) -> httpx.Response:
         headers = {"retry-after": retry_after, "arkvory-download-class": download_class}
         if starts_at is not None:
-            headers["arkvory-starts-at"] = f"{starts_at}; earliest={starts_at}; latest={starts_at}"
+            low = earliest or starts_at
+            starts = f"{starts_at}; earliest={low}; latest={starts_at}"
+            headers["arkvory-starts-at"] = starts + ("; basis=guess" if guessed else "")
         if position is not None:
             headers["arkvory-queue-position"] = str(position)
         if ticket is not None:

@@ -113,6 +113,7 @@ def test_json_output_is_one_object_per_event(cli: Callable[..., Outcome], tmp_pa
         "startsAt": "2026-05-28T21:00:00Z",
         "earliest": "2026-05-28T21:00:00Z",
         "latest": "2026-05-28T21:00:00Z",
+        "startsGuessed": False,
         "retryAfter": 30.0,
         "reason": "download_queued",
         "class": "bulk",

@@ -8,6 +8,7 @@ The queue line is the one promise R-CLI-1 spells out to the letter
 from __future__ import annotations
 
 import io
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
@@ -101,6 +102,11 @@ def test_human_durations(seconds: float, text: str) -> None:
 def test_the_queue_line_of_the_spec() -> None:
     line = queue_line(queued_event(), now=NOW, tz=PLUS_TWO)
     assert line == "queued, 312th, start ≈ 14:05 (in 47 min)"
+
+
+def test_the_queue_line_of_a_guessed_start() -> None:
+    line = queue_line(replace(queued_event(), guessed=True), now=NOW, tz=PLUS_TWO)
+    assert line == "queued, 312th, start ≈ 14:05 (in 47 min, a first guess)"
 
 
 def test_the_queue_line_without_a_position() -> None:

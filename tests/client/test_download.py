@@ -474,6 +474,22 @@ def test_a_start_later_than_not_after_stops_without_waiting(kind: Kind, dest: Pa
     assert len(server.requests) == 1
 
 
+def test_a_guessed_start_later_than_not_after_does_not_stop_it(kind: Kind, dest: Path) -> None:
+    """A cold server's guess (ADR 0042) stops the download only when even its earliest
+    start is after ``not_after``: here it may start well before, and it does."""
+    guess = queued(starts_at="2026-05-28T23:00:00Z", earliest="2026-05-28T21:00:00Z", guessed=True)
+    server = ObjectServer(DATA).then(guess)
+    run = harness(kind, server)
+    run.download(dest, not_after="2026-05-28T22:00:00Z")
+    assert dest.read_bytes() == DATA
+    late = ObjectServer(DATA).then(
+        queued(starts_at="2026-05-28T23:30:00Z", earliest="2026-05-28T23:00:00Z", guessed=True)
+    )
+    with pytest.raises(QueueDeadlineError) as caught:
+        harness(kind, late).download(dest, not_after="2026-05-28T22:00:00Z")
+    assert caught.value.starts_at == datetime(2026, 5, 28, 23, tzinfo=UTC)
+
+
 def test_not_after_passing_while_queued_stops(kind: Kind, dest: Path) -> None:
     not_after = WALL_START + 100
     server = ObjectServer(DATA).then(queued(retry_after="60", starts_at=None), times=50)

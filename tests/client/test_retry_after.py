@@ -101,6 +101,19 @@ def test_starts_at_with_interval() -> None:
     )
 
 
+def test_starts_at_on_a_guessed_rate() -> None:
+    parsed = parse_starts_at(
+        "2026-05-28T21:00:00Z; earliest=2026-05-28T20:40:00Z; latest=2026-05-28T21:30:00Z"
+        "; basis=guess"
+    )
+    assert parsed is not None
+    assert parsed.guessed
+    assert parsed.earliest == datetime(2026, 5, 28, 20, 40, tzinfo=UTC)
+    measured = parse_starts_at("2026-05-28T21:00:00Z; basis=measured")
+    assert measured is not None
+    assert not measured.guessed
+
+
 def test_starts_at_without_interval_and_with_unknown_parameters() -> None:
     parsed = parse_starts_at("2026-05-28T21:00:00+02:00; confidence=0.8")
     assert parsed is not None

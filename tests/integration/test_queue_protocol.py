@@ -32,7 +32,8 @@ from .conftest import (
 )
 
 TICKET = re.compile(r"2\.([0-9a-z]+)\.([0-9a-z]+)\.[A-Za-z0-9_-]{43}")
-STARTS_AT = re.compile(r"(\S+Z); earliest=(\S+Z); latest=(\S+Z)")
+# A cold server without a configured rate says its start is a guess (ADR 0042).
+STARTS_AT = re.compile(r"(\S+Z); earliest=(\S+Z); latest=(\S+Z)(?:; basis=guess)?")
 SETTINGS_FILE = ".arkvory-settings.sqlite3"  # keeps the ticket key
 #: The protocol is read answer by answer while the slot's holder sits idle: a waiter next
 #: in line would otherwise be held at the door (R-HOLD-2) for a slot the estimate says
@@ -118,6 +119,7 @@ def test_a_waiting_download_is_told_where_it_stands(
     assert earliest <= starts <= latest
     assert before - 2 <= starts <= before + 3600
     assert problem["startsAt"] == match.group(1)
+    assert problem["startsGuessed"] is first.headers["arkvory-starts-at"].endswith("basis=guess")
     ticket = first.headers["arkvory-queue-ticket"]
     assert TICKET.fullmatch(ticket)
     # The arrival is the server's wall clock during the request (milliseconds, rounded).

@@ -46,10 +46,14 @@ class ClientResult:
     spec: ClientSpec
     first_start: float | None = None
     finished: float | None = None
+    # The first answer with a place: its interval is judged (``estimate_at`` is when).
     estimate_at: float | None = None
-    estimate: float | None = None
     estimate_earliest: float | None = None
     estimate_latest: float | None = None
+    # The first start told on a configured or measured rate: its error is judged. An
+    # answer on a guessed rate says so and is judged by its interval only (ADR 0042).
+    estimate: float | None = None
+    guessed: bool = False  # the first answer with a place was a guess
     first_position: int | None = None
     polls: int = 0
     rejections: int = 0

@@ -430,18 +430,18 @@ class LinkSimulation:
             polled = client.ticket is not None
             if decision.ticket is not None:
                 client.ticket = decision.ticket
-            if (
-                result.estimate is None
-                and polled
-                and decision.position is not None
-                and self._now >= self._estimate_after
-            ):
+            # Its interval is judged on the first such answer, its point on the first
+            # one told on a configured or measured rate (ADR 0042).
+            if polled and decision.position is not None and self._now >= self._estimate_after:
                 wall_now = self._clock.wall()
-                result.estimate_at = self._now
-                result.estimate = self._now + (decision.starts_at - wall_now)
-                result.estimate_earliest = self._now + (decision.starts_earliest - wall_now)
-                result.estimate_latest = self._now + (decision.starts_latest - wall_now)
-                result.first_position = decision.position
+                if result.estimate_at is None:
+                    result.estimate_at = self._now
+                    result.estimate_earliest = self._now + (decision.starts_earliest - wall_now)
+                    result.estimate_latest = self._now + (decision.starts_latest - wall_now)
+                    result.first_position = decision.position
+                    result.guessed = decision.guessed
+                if result.estimate is None and not decision.guessed:
+                    result.estimate = self._now + (decision.starts_at - wall_now)
             if self._held_on(client, decision, newcomer=not polled):
                 return
         else:

@@ -12,7 +12,9 @@ The figures, split by kind of client (protocol clients send a download id, third
 tools do not): the p95 of |estimate error| ÷ max(10 % of the wait, 2 s) and the share of
 starts inside the announced interval, judged on each client's first answer with a
 position (a tool's first ``Queued`` answer, as the scheduler scores it, even when the
-middleware's hold then admitted it); the idle slot-seconds while anyone waits as a
+middleware's hold then admitted it), the error on its first start told on a configured or
+measured rate (an answer on a guessed rate says so, and only its interval is judged: ADR
+0042); the idle slot-seconds while anyone waits as a
 share of all slot-seconds of the run, and the longest idle stretch; whether the first
 answer with a position on the cold server had the real start inside its interval; the
 mean completion.
@@ -318,6 +320,7 @@ def crowd_table(runs: list[CrowdRun]) -> str:
             "≤ 3 s",
         ),
         ("cold first answer: start in interval", [_cold(r.cold) for r in runs], "inside"),
+        ("first answers on a guessed rate", [_guessed(r) for r in runs], ""),
         ("real time of the run", [f"{r.real_seconds:.1f} s" for r in runs], ""),
     ]
     header = ["figure", *[r.label for r in runs], "target"]
@@ -342,6 +345,20 @@ def _ratio(figures: GroupFigures) -> str:
 
 def _idle(run: CrowdRun) -> str:
     return f"{run.run.idle_slot_seconds:.0f} s = {100 * run.run.idle_share:.2f} %"
+
+
+def _guessed(run: CrowdRun) -> str:
+    """How many clients' first answer was a guess (ADR 0042), how many of those had the
+    start inside its interval, and how many were told a start on a rate later."""
+    guessed = [r for r in run.run.results if r.guessed and r.first_start is not None]
+    inside = sum(
+        (r.estimate_earliest or 0.0) - 1e-6
+        <= (r.first_start or 0.0)
+        <= (r.estimate_latest or 0.0) + 1e-6
+        for r in guessed
+    )
+    scored = sum(r.estimate is not None for r in guessed)
+    return f"{len(guessed)}: {inside} inside, {scored} told again on a rate"
 
 
 def _cold(cold: ColdAnswer | None) -> str:

@@ -145,6 +145,9 @@ def estimate_quality(
 ) -> tuple[float, float, float]:
     """(p95 of error / allowed bound, p95 error seconds, share of starts inside interval).
 
+    The error is each client's first start told on a configured or measured rate; the
+    interval is its first answer's, a guess's too (ADR 0042).
+
     The bound is max(10 % of the wait, 2 s), the wait counted from arrival — or from
     ``service_from`` when nobody could be served before it (a window's opening: the
     hours before it would make the bound meaningless).
@@ -154,14 +157,17 @@ def estimate_quality(
     inside = 0
     counted = 0
     for result in results:
-        if result.estimate is None or result.first_start is None:
+        if result.first_start is None:
             continue
-        since = result.spec.arrival if service_from is None else service_from
-        wait = result.first_start - since
-        error = abs(result.first_start - result.estimate)
-        allowed = max(0.10 * wait, 2.0)
-        ratios.append(error / allowed)
-        errors.append(error)
+        if result.estimate is not None:
+            since = result.spec.arrival if service_from is None else service_from
+            wait = result.first_start - since
+            error = abs(result.first_start - result.estimate)
+            allowed = max(0.10 * wait, 2.0)
+            ratios.append(error / allowed)
+            errors.append(error)
+        if result.estimate_at is None:
+            continue
         counted += 1
         low = result.estimate_earliest or 0.0
         high = result.estimate_latest or 0.0

@@ -378,7 +378,7 @@ def test_estimate_for_interactive_counts_every_slot() -> None:
 
 
 def test_estimate_error_is_recorded_when_a_waiter_starts() -> None:
-    core, clock = make_core(sessions=1)
+    core, clock = make_core(sessions=1, bandwidth=100 * MIB)  # an estimate, not a guess
     holder = start(core, req("holder", size=10 * GIB, download_id=None))
     waiter = req("waiter")
     wait_in_queue(core, waiter)

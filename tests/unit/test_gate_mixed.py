@@ -7,10 +7,12 @@ without failing, so the log of a real curl 7.88 run and small sample series fix 
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 from benchmarks._gate_curl import parse_log, starts_at
 from benchmarks._gate_mixed import CURL_KINDS, Mix, idle_while_waiting
+from benchmarks._gate_report import told_quality
 from benchmarks.gate import FULL, QUICK
 
 # Two attempts of one curl process (-sS -v --trace-time --fail --retry ...), trimmed.
@@ -50,6 +52,29 @@ def test_every_attempt_is_read_with_what_it_was_told_on_the_clock_of_the_first_l
     )
     assert second["status"] == 200 and second["starts_at"] is None
     assert second["answered"] == pytest.approx(began + 8.008003)
+    assert not first["guessed"]
+
+
+def test_a_start_on_a_guessed_rate_is_read_as_such() -> None:
+    guessed = LOG.replace("latest=2026-12-06T09:52:32Z", "latest=2026-12-06T09:52:32Z; basis=guess")
+    first, _ = parse_log(guessed, 1000.0)
+    assert first["guessed"]
+    assert first["starts_at"][2] == _epoch("2026-12-06T09:52:32")
+
+
+def test_a_guessed_first_answer_is_judged_by_its_interval_and_the_next_by_its_error() -> None:
+    """ADR 0042: a download first told a guess (start 30 s off, inside its interval) and
+    then a start 1 s off on a measured rate scores that 1 s; one told only a guess counts
+    for the interval, not for the error."""
+    told: dict[str, Any] = {"arrival": 0.0, "start": 20.0, "earliest": 2.0, "latest": 400.0}
+    records: list[dict[str, Any]] = [
+        told | {"estimate": 21.0, "guessed": True},
+        told | {"estimate": None, "guessed": True},
+    ]
+    scored, bound_p95, inside = told_quality(records, 1 << 20, 0.0)
+    assert scored == [records[0]]
+    assert bound_p95 == pytest.approx(1.0 / 2.0)
+    assert inside == 1.0
 
 
 def test_a_log_that_passes_midnight_keeps_counting_forward() -> None:

@@ -73,8 +73,11 @@ def request(
 
 
 def new_scheduler(clock: FakeClock) -> InMemoryDownloadScheduler:
-    """Two slots, no reserve, no preemption or aging; one queued session per principal."""
+    """Two slots, no reserve, no preemption or aging; one queued session per principal;
+    the link's rate configured, so that the waiters' starts are estimates, not guesses
+    (ADR 0042), and are scored."""
     settings = SchedulerSettings(
+        bandwidth=100 * 1024 * 1024,
         sessions=2,
         reserve=0,
         per_principal=2,

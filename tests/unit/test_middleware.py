@@ -85,7 +85,8 @@ CLASS_HEADER = "arkvory-download-class"
 TICKET_HEADER = "arkvory-queue-ticket"
 TICKET_RE = re.compile(r"2\.[0-9a-z]+\.[0-9a-z]+\.[A-Za-z0-9_-]+")
 STAMP = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ"
-STARTS_AT_RE = re.compile(rf"({STAMP}); earliest=({STAMP}); latest=({STAMP})")
+# A cold server without a configured rate says its start is a guess (ADR 0042).
+STARTS_AT_RE = re.compile(rf"({STAMP}); earliest=({STAMP}); latest=({STAMP})(?:; basis=guess)?")
 ALLOWED_STATUSES = {200, 206, 304, 400, 416, 503}
 
 
@@ -773,6 +774,8 @@ async def test_queued_session_gets_503_with_queue_headers_then_a_slot(make: Buil
         document = problem(first)
         assert document["reason"] == "download_queued"
         assert document["startsAt"] == starts.group(1)
+        guessed = first.headers["arkvory-starts-at"].endswith("basis=guess")
+        assert document["startsGuessed"] is guessed
         assert document["retryAfter"] == int(first.headers["retry-after"])
 
         await harness.scheduler.tick()

@@ -72,6 +72,17 @@ def test_queued_is_a_503_with_every_queue_header() -> None:
     assert document["startsLatest"] == "2026-05-28T20:37:40Z"
     assert document["retryAfter"] == 300
     assert document["downloadClass"] == "bulk"
+    assert document["startsGuessed"] is False
+
+
+def test_a_start_on_a_guessed_rate_says_so_in_the_header_and_the_document() -> None:
+    """ADR 0042: nothing configured, nothing measured, and the answer says so."""
+    _, headers, document = _parts(queued(_queued(guessed=True)))
+    assert headers[b"arkvory-starts-at"] == (
+        b"2026-05-28T20:36:40Z; earliest=2026-05-28T20:35:40Z; latest=2026-05-28T20:37:40Z"
+        b"; basis=guess"
+    )
+    assert document["startsGuessed"] is True
 
 
 def test_newcomer_without_position_or_ticket_gets_neither_header() -> None:

@@ -164,6 +164,14 @@ def test_no_inline_script_no_inline_style_no_handler() -> None:
                 assert value.startswith(f"/files{ASSET_DIRECTORY}"), (tag, value)
 
 
+def test_a_guessed_start_is_called_a_first_guess() -> None:
+    """A cold server without a configured rate guesses, and the page says so (ADR 0042)."""
+    _, body = page(decision(guessed=True))
+    text = parse(body).text
+    assert "First guess of the start 20:36 UTC in about 10 min" in text
+    assert "Expected start" not in text
+
+
 def test_the_page_refreshes_itself_without_a_script() -> None:
     _, body = page()
     metas = [attrs for tag, attrs in parse(body).elements if tag == "meta"]

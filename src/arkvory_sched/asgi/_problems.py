@@ -67,9 +67,12 @@ def queue_headers(decision: Queued) -> list[tuple[bytes, bytes]]:
     starts_at = rfc3339(decision.starts_at)
     earliest = rfc3339(decision.starts_earliest)
     latest = rfc3339(decision.starts_latest)
+    starts = f"{starts_at}; earliest={earliest}; latest={latest}"
+    if decision.guessed:  # on a guess of the link's rate: the interval is the answer
+        starts += "; basis=guess"
     headers = [
         (b"retry-after", str(decision.retry_after).encode()),
-        (b"arkvory-starts-at", f"{starts_at}; earliest={earliest}; latest={latest}".encode()),
+        (b"arkvory-starts-at", starts.encode()),
         (b"arkvory-download-class", decision.download_class.value.encode()),
     ]
     if decision.position is not None:
@@ -97,6 +100,7 @@ def queued(decision: Queued) -> Answer:
             "startsAt": starts_at,
             "startsEarliest": earliest,
             "startsLatest": latest,
+            "startsGuessed": decision.guessed,
             "retryAfter": decision.retry_after,
             "downloadClass": decision.download_class.value,
         },

@@ -75,6 +75,9 @@ def render_waiting_page(decision: Queued, visit: Visit, scope: Scope) -> Answer:
         "js": f"{assets}waiting-page.js?v={_asset_hash('waiting-page.js')}",
         "place": "—" if decision.position is None else str(decision.position),
         "place_note": _place_note(decision.position),
+        # Before the server has measured its link (nothing configured), the start is a
+        # guess and the page says so; the interval is what it can promise (ADR 0042).
+        "start_label": "First guess of the start" if decision.guessed else "Expected start",
         "start_iso": _iso(decision.starts_at),
         "start_text": _clock_text(decision.starts_at, now),
         "start_in_seconds": str(max(0, round(decision.starts_at - now))),

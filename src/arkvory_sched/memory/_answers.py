@@ -249,7 +249,12 @@ class Answers:
             rising=self._sizer.rising(now),
             polls_are_free=True,  # a poll is a dictionary lookup here
         )
-        if not newcomer and session.first_estimate is None and session.blocked_by is None:
+        if (
+            not newcomer
+            and estimate.known  # a guess is judged by its interval only (ADR 0042)
+            and session.first_estimate is None
+            and session.blocked_by is None
+        ):
             session.first_estimate = start
             session.first_estimate_at = now
         session.check_at = now + delay
@@ -273,6 +278,7 @@ class Answers:
                 sessions=self.settings.sessions,
                 hold=self.settings.hold_seconds,
             ),
+            guessed=not estimate.known,
         )
         if newcomer or again:  # a wait that just began: its next poll is decided
             self._early.forget(session.key)

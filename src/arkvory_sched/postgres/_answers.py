@@ -116,7 +116,9 @@ class Answers:
         retry_after = queued_retry_after(delay)
         if not is_newcomer:  # a newcomer's row already says exactly this
             back_at = now + retry_after
-            await conn.execute(sql.RECORD_CHECK, key, check_at, no_show, start, now, back_at)
+            # A start told on a guessed rate is not the first estimate to score (ADR 0042).
+            scored = (start, now) if estimate.known else (None, None)
+            await conn.execute(sql.RECORD_CHECK, key, check_at, no_show, *scored, back_at)
         answer = Queued(
             position=None if is_newcomer else ahead + 1,
             starts_at=start + wall_offset,
@@ -133,6 +135,7 @@ class Answers:
                 sessions=self._running.settings.sessions,
                 hold=self._running.settings.hold_seconds,
             ),
+            guessed=not estimate.known,
         )
         if is_newcomer or again:  # a wait that just began: its next poll is decided
             self._early.forget(key)

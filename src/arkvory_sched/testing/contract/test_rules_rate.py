@@ -81,6 +81,7 @@ async def test_a_cold_server_answers_from_the_configured_rate(
         answer.starts_latest - clock.wall(),
     )
     assert answer.starts_latest - answer.starts_earliest < 0.3 * 48.0  # a real promise
+    assert not answer.guessed
     await scheduler.report(holder.grant, Delivered(None))
 
 
@@ -180,6 +181,7 @@ async def test_a_cold_server_without_a_configured_rate_states_a_wide_interval_th
         first.starts_latest - clock.wall(),
     )
     assert first.retry_after <= UNKNOWN_RATE_CHECK_SECONDS
+    assert first.guessed  # and says so (ADR 0042)
     clock.advance(1.0)
     await scheduler.progress(holder.grant, 3 * link)  # its first three seconds
     await scheduler.tick()
@@ -191,7 +193,46 @@ async def test_a_cold_server_without_a_configured_rate_states_a_wide_interval_th
     real_start = clock.wall() + 4.0
     assert later.starts_earliest <= real_start <= later.starts_latest
     assert later.starts_latest - later.starts_earliest <= 4.5  # ±2 s: the rate is known
+    assert not later.guessed
     await scheduler.report(holder.grant, Delivered(None))
+
+
+async def test_a_guessed_start_is_not_scored_the_first_start_told_on_a_rate_is(
+    make_scheduler: MakeScheduler, clock: FakeClock
+) -> None:
+    """R-EST-4 with nothing configured (ADR 0042): the answer on the guess, 5 s off the
+    real start of a 16 MiB/s link, says it is a guess and is not scored; the waiter's
+    next answer, on the measured rate, is the one its start is judged against."""
+    link = 16 * MIB
+    scheduler = await make_scheduler(contract_settings(sessions=1))
+    holder = await admitted(scheduler, big("curl", None, size=10 * link))  # 10 s of link
+    waiter = big("wget", None, address="192.0.2.11")
+    await queued(scheduler, waiter)
+    for _ in range(2):
+        clock.advance(1.0)
+        await scheduler.tick()
+    guess = await queued(scheduler, waiter)
+    assert guess.guessed
+    assert abs(guess.starts_at - (clock.wall() + 8.0)) > 2.0  # the guess is off
+    clock.advance(1.0)
+    await scheduler.progress(holder.grant, 3 * link)
+    await scheduler.tick()
+    for _ in range(3):
+        clock.advance(1.0)
+        await scheduler.progress(holder.grant, link)
+        await scheduler.tick()
+    told = await queued(scheduler, waiter)
+    assert not told.guessed
+    clock.advance(4.0)  # the holder's last bytes go out at the link's rate
+    await scheduler.progress(holder.grant, 4 * link)
+    await scheduler.report(holder.grant, Delivered(None))
+    await admitted(scheduler, waiter)
+    accuracy = (await scheduler.stats()).estimate_accuracy
+    assert accuracy.scored == 1
+    assert accuracy.absolute_error_seconds.total == pytest.approx(
+        abs(clock.wall() - told.starts_at), abs=1e-3
+    )
+    assert accuracy.absolute_error_seconds.total < 1.0
 
 
 async def test_the_next_round_is_asked_back_by_the_earliest_start(
