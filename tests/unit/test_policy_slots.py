@@ -7,6 +7,7 @@ import math
 
 from arkvory_sched.policy import (
     BACKUP_GRACE_SECONDS,
+    NEXT_SLOT_SLACK_SECONDS,
     PREEMPT_MIN_HOLD_SECONDS,
     MarkBudget,
     YieldCandidate,
@@ -180,6 +181,16 @@ def test_a_marked_waiter_keeps_its_turn_only_if_due_soon_and_before_the_next_slo
     assert turn(NOW - 0.2, NOW - 0.2, next_free=NOW + 0.3)  # due already: on its way
     far = NOW + BACKUP_GRACE_SECONDS + 0.1
     assert not turn(far, far, next_free=math.inf)
+
+
+def test_on_a_shared_store_the_next_slot_must_free_a_slack_after_the_waiter_is_back() -> None:
+    """ADR 0043: a sleeper back 0.1 s before the next slot frees keeps its turn in
+    memory, not on a shared store, whose slack is NEXT_SLOT_SLACK_SECONDS."""
+    turn = functools.partial(keeps_its_turn, NOW + 0.8, NOW + 0.8, NOW)
+    assert turn(NOW + 0.9)
+    assert not turn(NOW + 0.9, slack=NEXT_SLOT_SLACK_SECONDS)
+    assert turn(NOW + 0.8 + NEXT_SLOT_SLACK_SECONDS + 0.01, slack=NEXT_SLOT_SLACK_SECONDS)
+    assert turn(NOW + 30.0, slack=NEXT_SLOT_SLACK_SECONDS)  # sessions of minutes: as before
 
 
 def test_the_next_slot_frees_at_the_first_expected_end_still_ahead() -> None:

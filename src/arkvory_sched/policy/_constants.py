@@ -28,6 +28,7 @@ __all__ = [
     "MAX_REQUEST_RETRY_SECONDS",
     "MIN_CHECK_SECONDS",
     "NEWCOMER_CHECK_SECONDS",
+    "NEXT_SLOT_SLACK_SECONDS",
     "NO_SHOW_MARGIN_SECONDS",
     "PAUSE_RETENTION_SECONDS",
     "PREEMPT_MIN_HOLD_SECONDS",
@@ -90,6 +91,11 @@ ROUND_HISTORY_SECONDS: Final = 20 * 60.0
 JITTER_LOW: Final = 0.9  # per-download factor on the check delay: [0.9, 1.1)
 JITTER_HIGH: Final = 1.1
 BACKUP_GRACE_SECONDS: Final = 1.5  # one poll period of the first marked waiters, plus jitter
+# On a shared store, a marked waiter not yet back keeps a free slot only if the next one
+# frees at least this long after it is back (policy.keeps_its_turn's ``slack``, ADR
+# 0043): taking that next one costs it a tenth of the least error bound (2 s), and the
+# slot kept for it would idle meanwhile. 0.3 s broke the order in the simulation.
+NEXT_SLOT_SLACK_SECONDS: Final = 0.2
 MAX_REQUEST_RETRY_SECONDS: Final = 60  # per-request Retry-After cap
 # Smallest-first with aging: an object of SIZE_UNIT or less is not delayed; each doubling
 # above it delays by a tenth of the aging time, up to the whole aging time.

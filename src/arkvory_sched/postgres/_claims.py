@@ -15,6 +15,7 @@ from .._classes import DownloadClass
 from .._early_polls import EarlyPolls
 from ..policy import (
     BACKUP_GRACE_SECONDS,
+    NEXT_SLOT_SLACK_SECONDS,
     class_ages,
     exact_head,
     in_next_round,
@@ -114,13 +115,19 @@ class Claims:
             snapshot = await self._snapshots.read(conn, fresh_since=began)
             order = snapshot.marked_order
             earlier = list(order[: order.index(key)]) if key in order else []
-            # Each keeps its turn only if due back before the next slot frees
-            # (policy.keeps_its_turn), which the statement reads off the slots.
+            # Each keeps its turn only if due back before the next slot frees, by the
+            # shared store's slack (policy.keeps_its_turn, ADR 0043), which the
+            # statement reads off the slots.
             rate = snapshot.rate(self._running.settings.bandwidth).bytes_per_second
             per_session = rate / max(1, snapshot.active)
             waiting_before = (
                 await conn.fetchval(
-                    sql.MARKED_EXPECTED, earlier, now, BACKUP_GRACE_SECONDS, per_session
+                    sql.MARKED_EXPECTED,
+                    earlier,
+                    now,
+                    BACKUP_GRACE_SECONDS,
+                    per_session,
+                    NEXT_SLOT_SLACK_SECONDS,
                 )
                 if earlier
                 else 0

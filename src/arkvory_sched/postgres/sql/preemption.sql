@@ -96,7 +96,8 @@ SELECT blocked_by IS NOT NULL FROM download_session WHERE session_key = $1
 -- them, back_at, or check_at when that was set since) before the next slot is expected
 -- to free: the fewest bytes any running download still has to send, at $4 bytes per
 -- second (a running session's share of the rate). Read from the slots as they are,
--- not the tick's finish table: that still names a session that ended since.
+-- not the tick's finish table: that still names a session that ended since. $5: how
+-- long after it is back the next slot must free for it to keep its turn (ADR 0043).
 WITH soonest AS (
     SELECT min(greatest(0, d.object_size - coalesce(d.start_offset, d.start_hint, 0)
                            - {covered_bytes} - {in_flight_bytes})) AS bytes
@@ -106,4 +107,4 @@ SELECT count(*) FROM download_session AS w, soonest
 WHERE w.session_key = ANY($1::bytea[]) AND w.state = 0 AND w.marked
   AND w.check_at BETWEEN $2::float8 - $3::float8 AND $2::float8 + $3::float8
   AND (soonest.bytes IS NULL
-       OR greatest(w.check_at, w.back_at) < $2::float8 + soonest.bytes / $4::float8)
+       OR greatest(w.check_at, w.back_at) + $5::float8 < $2::float8 + soonest.bytes / $4::float8)
