@@ -107,4 +107,5 @@ SELECT count(*) FROM download_session AS w, soonest
 WHERE w.session_key = ANY($1::bytea[]) AND w.state = 0 AND w.marked
   AND w.check_at BETWEEN $2::float8 - $3::float8 AND $2::float8 + $3::float8
   AND (soonest.bytes IS NULL
-       OR greatest(w.check_at, w.back_at) + $5::float8 < $2::float8 + soonest.bytes / $4::float8)
+       OR greatest(w.check_at, w.back_at) + $5::float8
+          < $2::float8 + soonest.bytes / $4::float8)
