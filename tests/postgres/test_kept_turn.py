@@ -10,27 +10,28 @@ frees less than the slack after the first is back; otherwise the slot stays the 
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import asyncpg
 import pytest
 
-from arkvory_sched import Delivered
 from arkvory_sched.policy import NEXT_SLOT_SLACK_SECONDS
 from arkvory_sched.testing import FakeClock, contract_settings
-from arkvory_sched.testing.contract._requests import admitted, big, queued
-from tests.postgres._helpers import MIB, Connect
+from arkvory_sched.testing.contract._requests import (
+    MARKED_PAIR_RATE,
+    admitted,
+    marked_pair_as_a_slot_frees,
+    queued,
+)
+from tests.postgres._helpers import Connect
 
 pytestmark = pytest.mark.anyio
 
 BACK_IN = 0.8  # the first marked waiter is due back this long after the slot frees
-RATE = 192 * MIB  # three holders: 64 MiB/s each; two: 96 MiB/s each
 
 
 @pytest.mark.parametrize(
     ("next_frees_in", "second_takes_it"),
     [
-        (BACK_IN + NEXT_SLOT_SLACK_SECONDS / 2, True),  # kept, it idled until the first came
+        (BACK_IN + NEXT_SLOT_SLACK_SECONDS / 2, True),  # was kept, idle until the first came
         (BACK_IN + NEXT_SLOT_SLACK_SECONDS * 2, False),
     ],
 )
@@ -38,33 +39,18 @@ async def test_a_slot_is_kept_for_a_sleeper_only_if_the_next_frees_a_slack_after
     connect: Connect, db: asyncpg.Connection, next_frees_in: float, second_takes_it: bool
 ) -> None:
     clock = FakeClock()
-    settings = contract_settings(sessions=3, max_downloads=3, bandwidth=RATE)
+    settings = contract_settings(sessions=3, max_downloads=3, bandwidth=MARKED_PAIR_RATE)
     scheduler = await connect(clock=clock, settings=settings)
-    holders = [
-        await admitted(scheduler, big("holder-0", "dl-h0", size=32 * MIB)),
-        await admitted(scheduler, big("holder-1", "dl-h1", size=round(next_frees_in * 96 * MIB))),
-        await admitted(scheduler, big("holder-2", "dl-h2", size=64 * 1024 * MIB)),
-    ]
-    waiters = [big(f"waiter-{n}", f"dl-w{n}", size=400 * MIB) for n in range(2)]
-    first = [await queued(scheduler, waiter) for waiter in waiters]
-    await scheduler.tick()  # marks both
-    clock.advance(0.1)
-    told = [
-        await queued(scheduler, replace(waiter, ticket=answer.ticket))
-        for waiter, answer in zip(waiters, first, strict=True)
-    ]
-    assert [answer.position for answer in told] == [1, 2]
-    clock.advance(0.1)
-    await scheduler.report(holders[0].grant, Delivered(None))  # a slot frees now
+    pair = await marked_pair_as_a_slot_frees(scheduler, clock, next_frees_in)
     back = clock.monotonic() + BACK_IN
     await db.execute(
         "UPDATE download_session SET check_at = $1, back_at = $1 WHERE principal = 'waiter-0'",
         back,
     )
-    second = replace(waiters[1], ticket=told[1].ticket)
+    first, second = pair.waiters
     if second_takes_it:
         await admitted(scheduler, second)
     else:
         await queued(scheduler, second)
         clock.advance(BACK_IN)
-        await admitted(scheduler, replace(waiters[0], ticket=told[0].ticket))
+        await admitted(scheduler, first)

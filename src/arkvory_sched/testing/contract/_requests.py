@@ -8,6 +8,7 @@ internals.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, replace
 
 from arkvory_sched import (
     Admitted,
@@ -25,14 +26,17 @@ from arkvory_sched.testing import FakeClock
 __all__ = [
     "BIG",
     "KIB",
+    "MARKED_PAIR_RATE",
     "MIB",
     "RANGE",
     "SMALL",
+    "MarkedPair",
     "admitted",
     "big",
     "chunk",
     "deliver",
     "keep_polling",
+    "marked_pair_as_a_slot_frees",
     "queued",
     "rejected",
     "serve_next",
@@ -45,6 +49,7 @@ MIB = 1024 * KIB
 RANGE = 8 * MIB
 BIG = 40 * MIB  # five 8 MiB ranges, well above the 16 MiB session threshold
 SMALL = 1 * MIB
+MARKED_PAIR_RATE = 192 * MIB  # three holders: 64 MiB/s each; two: 96 MiB/s each
 
 
 def big(
@@ -172,3 +177,46 @@ async def serve_next(
             return waiter, decision
         assert isinstance(decision, Queued), decision
     raise AssertionError("no waiter got the free slot")
+
+
+@dataclass(frozen=True, slots=True)
+class MarkedPair:
+    """Two marked waiters, told their places, as the first of three slots frees."""
+
+    holders: list[Admitted]
+    waiters: list[DownloadRequest]  # each with the ticket it was told
+    due: list[float]  # seconds from each one's answer to its checkAt
+
+
+async def marked_pair_as_a_slot_frees(
+    scheduler: DownloadScheduler, clock: FakeClock, next_ends_in: float
+) -> MarkedPair:
+    """Three slots on a link of :data:`MARKED_PAIR_RATE` (``sessions=3``), two finishing
+    soon; the tick marks the first two waiters for them and each is told its place,
+    asked back in about a second; 0.1 s later the first slot frees, and the next one
+    frees ``next_ends_in`` seconds after that, at its share of the rate (issue #28)."""
+    holders = [
+        await admitted(scheduler, big("holder-0", "dl-h0", size=32 * MIB)),
+        await admitted(scheduler, big("holder-1", "dl-h1", size=round(next_ends_in * 96 * MIB))),
+        await admitted(scheduler, big("holder-2", "dl-h2", size=64 * 1024 * MIB)),
+    ]
+    waiters = [big(f"waiter-{n}", f"dl-w{n}", size=400 * MIB) for n in range(2)]
+    first = [await queued(scheduler, waiter) for waiter in waiters]
+    await scheduler.tick()  # marks both
+    clock.advance(0.1)
+    told = [
+        await queued(scheduler, replace(waiter, ticket=answer.ticket))
+        for waiter, answer in zip(waiters, first, strict=True)
+    ]
+    assert [answer.position for answer in told] == [1, 2]
+    due = [answer.check_at - clock.wall() for answer in told]
+    clock.advance(0.1)
+    await scheduler.report(holders[0].grant, Delivered(None))  # a slot frees now
+    return MarkedPair(
+        holders,
+        [
+            replace(waiter, ticket=answer.ticket)
+            for waiter, answer in zip(waiters, told, strict=True)
+        ],
+        due,
+    )

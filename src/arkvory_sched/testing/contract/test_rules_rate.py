@@ -28,17 +28,39 @@ from dataclasses import replace
 
 import pytest
 
-from arkvory_sched import ByteRange, Delivered, Queued, RangeKind
+from arkvory_sched import Admitted, ByteRange, Delivered, DownloadScheduler, Queued, RangeKind
 from arkvory_sched.policy import IDLE_SLOT_GRACE_SECONDS, UNKNOWN_RATE_CHECK_SECONDS
 from arkvory_sched.testing import FakeClock, MakeScheduler, contract_settings
 
-from ._requests import KIB, MIB, admitted, big, queued
+from ._requests import (
+    KIB,
+    MARKED_PAIR_RATE,
+    MIB,
+    admitted,
+    big,
+    marked_pair_as_a_slot_frees,
+    queued,
+)
 
 pytestmark = pytest.mark.anyio
 
 
 def _wait(answer: Queued, clock: FakeClock) -> float:
     return answer.starts_at - clock.wall()
+
+
+async def _four_busy_seconds(
+    scheduler: DownloadScheduler, clock: FakeClock, holder: Admitted, link: int
+) -> None:
+    """The holder reports its first three seconds at ``link`` bytes a second, then one
+    second at a time for three more, a tick after each: the rate can be read."""
+    clock.advance(1.0)
+    await scheduler.progress(holder.grant, 3 * link)
+    await scheduler.tick()
+    for _ in range(3):
+        clock.advance(1.0)
+        await scheduler.progress(holder.grant, link)
+        await scheduler.tick()
 
 
 async def test_a_tiny_read_does_not_push_a_start_hours_away(
@@ -182,13 +204,7 @@ async def test_a_cold_server_without_a_configured_rate_states_a_wide_interval_th
     )
     assert first.retry_after <= UNKNOWN_RATE_CHECK_SECONDS
     assert first.guessed  # and says so (ADR 0042)
-    clock.advance(1.0)
-    await scheduler.progress(holder.grant, 3 * link)  # its first three seconds
-    await scheduler.tick()
-    for _ in range(3):
-        clock.advance(1.0)
-        await scheduler.progress(holder.grant, link)
-        await scheduler.tick()
+    await _four_busy_seconds(scheduler, clock, holder, link)
     later = await queued(scheduler, waiter)
     real_start = clock.wall() + 4.0
     assert later.starts_earliest <= real_start <= later.starts_latest
@@ -214,13 +230,7 @@ async def test_a_guessed_start_is_not_scored_the_first_start_told_on_a_rate_is(
     guess = await queued(scheduler, waiter)
     assert guess.guessed
     assert abs(guess.starts_at - (clock.wall() + 8.0)) > 2.0  # the guess is off
-    clock.advance(1.0)
-    await scheduler.progress(holder.grant, 3 * link)
-    await scheduler.tick()
-    for _ in range(3):
-        clock.advance(1.0)
-        await scheduler.progress(holder.grant, link)
-        await scheduler.tick()
+    await _four_busy_seconds(scheduler, clock, holder, link)
     told = await queued(scheduler, waiter)
     assert not told.guessed
     clock.advance(4.0)  # the holder's last bytes go out at the link's rate
@@ -332,29 +342,13 @@ async def test_a_marked_waiter_keeps_a_free_slot_only_if_due_before_the_next_one
     next one there when it comes, and no slot waits empty for it. When the next one
     frees after the first is due, the free slot stays the first's, as the order
     promised."""
-    rate = 192 * MIB  # three holders: 64 MiB/s each; two: 96 MiB/s each
-    scheduler = await make_scheduler(contract_settings(sessions=3, max_downloads=3, bandwidth=rate))
-    holders = [
-        await admitted(scheduler, big("holder-0", "dl-h0", size=32 * MIB)),
-        await admitted(scheduler, big("holder-1", "dl-h1", size=round(next_ends_in * 96 * MIB))),
-        await admitted(scheduler, big("holder-2", "dl-h2", size=64 * 1024 * MIB)),
-    ]
-    waiters = [big(f"waiter-{n}", f"dl-w{n}", size=400 * MIB) for n in range(2)]
-    first = [await queued(scheduler, waiter) for waiter in waiters]
-    await scheduler.tick()  # marks both
-    clock.advance(0.1)
-    told = [
-        await queued(scheduler, replace(waiter, ticket=answer.ticket))
-        for waiter, answer in zip(waiters, first, strict=True)
-    ]
-    assert [answer.position for answer in told] == [1, 2]
-    due = [answer.check_at - clock.wall() for answer in told]
-    assert all(0.9 <= seconds <= 1.1 for seconds in due), due
-    clock.advance(0.1)
-    await scheduler.report(holders[0].grant, Delivered(None))  # a slot frees now
-    second = replace(waiters[1], ticket=told[1].ticket)
-    if next_ends_in < due[0]:
+    settings = contract_settings(sessions=3, max_downloads=3, bandwidth=MARKED_PAIR_RATE)
+    scheduler = await make_scheduler(settings)
+    pair = await marked_pair_as_a_slot_frees(scheduler, clock, next_ends_in)
+    assert all(0.9 <= seconds <= 1.1 for seconds in pair.due), pair.due
+    first, second = pair.waiters
+    if next_ends_in < pair.due[0]:
         await admitted(scheduler, second)
     else:
         await queued(scheduler, second)
-        await admitted(scheduler, replace(waiters[0], ticket=told[0].ticket))
+        await admitted(scheduler, first)
