@@ -44,7 +44,7 @@ from arkvory_client import (
 async def _one(client: AsyncClient, spec: dict[str, Any], index: int) -> dict[str, Any]:
     keys = ("arrival", "estimate", "earliest", "latest", "start", "end", "stop", "error")
     record: dict[str, Any] = dict.fromkeys(keys)
-    record |= {"positions": [], "failures": 0, "queued": 0, "outcome": "failed", "guessed": False}
+    record |= {"positions": [], "failures": 0, "queued": 0, "outcome": "failed"}
 
     def on_event(event: Event) -> None:
         now = time.time()
@@ -58,7 +58,6 @@ async def _one(client: AsyncClient, spec: dict[str, Any], index: int) -> dict[st
             if record["earliest"] is None:  # the first answer's interval is judged
                 record["earliest"] = (event.earliest or event.starts_at).timestamp()
                 record["latest"] = (event.latest or event.starts_at).timestamp()
-                record["guessed"] = event.guessed
             if record["estimate"] is None and not event.guessed:  # ADR 0042
                 record["estimate"] = event.starts_at.timestamp()
         elif isinstance(event, Started) and record["start"] is None:

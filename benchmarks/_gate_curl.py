@@ -60,10 +60,15 @@ def _of_day(clock: str) -> float | None:
     return int(parts[0]) * 3600 + int(parts[1]) * 60 + float(parts[2])
 
 
+def _parameters(value: str) -> tuple[str, dict[str, str]]:
+    """``Arkvory-Starts-At``'s point and its ``name=value`` parameters."""
+    point, *fields = (part.strip() for part in value.split(";"))
+    return point, dict(field.partition("=")[::2] for field in fields)
+
+
 def starts_at(value: str) -> tuple[float, float, float]:
     """``Arkvory-Starts-At: <RFC 3339>; earliest=<...>; latest=<...>`` as epoch seconds."""
-    point, *fields = (part.strip() for part in value.split(";"))
-    found = dict(field.partition("=")[::2] for field in fields)
+    point, found = _parameters(value)
 
     def parse(text: str) -> float:
         return datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
@@ -95,7 +100,7 @@ def parse_log(text: str, began: float) -> list[Attempt]:
         elif rest.startswith("< HTTP/"):
             attempts[-1] |= {"status": int(rest.split()[2]), "answered": at}
             attempts[-1] |= {"retry_after": None, "starts_at": None, "position": None}
-            attempts[-1] |= {"guessed": False}
+            attempts[-1]["guessed"] = False
         elif attempts[-1]["status"] is not None:
             name, _, value = rest[2:].partition(":")
             name, value = name.strip().lower(), value.strip()
@@ -103,7 +108,7 @@ def parse_log(text: str, began: float) -> list[Attempt]:
                 attempts[-1]["retry_after"] = int(value)
             elif name == "arkvory-starts-at":
                 attempts[-1]["starts_at"] = starts_at(value)
-                attempts[-1]["guessed"] = "basis=guess" in value.replace(" ", "")
+                attempts[-1]["guessed"] = _parameters(value)[1].get("basis") == "guess"
             elif name == "arkvory-queue-position" and value.isdigit():
                 attempts[-1]["position"] = int(value)
     return attempts
@@ -131,7 +136,6 @@ async def _one(spec: dict[str, Any], index: int, served: bytes, digest: str) -> 
     download = spec["downloads"][index]
     record: dict[str, Any] = dict.fromkeys(("estimate", "earliest", "latest", "start", "end"))
     record |= {"kind": download["kind"], "positions": [], "failures": 0, "error": None}
-    record["guessed"] = False
     dest = Path(spec["directory"]) / f"{index}.bin"
     common = ["-sS", "-v", "--trace-time", "--fail", "--retry", "1000", "--retry-all-errors"]
     common += ["--retry-max-time", str(spec["retry_max_time"]), "--interface", download["address"]]
@@ -174,7 +178,6 @@ async def _one(spec: dict[str, Any], index: int, served: bytes, digest: str) -> 
             point, earliest, latest = attempt["starts_at"]
             if record["earliest"] is None:  # the first answer's interval is judged
                 record["earliest"], record["latest"] = earliest, latest
-                record["guessed"] = attempt["guessed"]
             if record["estimate"] is None and not attempt["guessed"]:  # ADR 0042
                 record["estimate"] = point
         else:

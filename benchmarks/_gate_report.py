@@ -130,11 +130,9 @@ def told_quality(
         ClientResult(
             ClientSpec("", "", PrincipalKind.SERVICE, size, r["arrival"] - origin),
             first_start=r["start"] - origin,
-            estimate_at=r["earliest"] - origin,  # only whether there was an answer counts
             estimate=None if r["estimate"] is None else r["estimate"] - origin,
             estimate_earliest=r["earliest"] - origin,
             estimate_latest=r["latest"] - origin,
-            guessed=bool(r.get("guessed")),
         )
         for r in answered
     ]

@@ -77,7 +77,9 @@ class WaitBudget:
         guess is no reason to stop.
         """
         last = last_start.point if last_start is not None else None
-        expected = None if starts is None else starts.earliest if starts.guessed else starts.point
+        expected = None
+        if starts is not None:
+            expected = starts.earliest if starts.guessed else starts.point
         if expected is not None and expected > not_after:
             raise QueueDeadlineError(
                 f"the server expects to start at {expected.isoformat()}, "

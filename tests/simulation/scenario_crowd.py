@@ -52,7 +52,7 @@ from .engine import (
     RequestTimerLike,
     SimulationRun,
 )
-from .scenarios import estimate_quality
+from .scenarios import estimate_quality, started_inside
 from .stores import on_postgres
 
 __all__ = [
@@ -351,12 +351,7 @@ def _guessed(run: CrowdRun) -> str:
     """How many clients' first answer was a guess (ADR 0042), how many of those had the
     start inside its interval, and how many were told a start on a rate later."""
     guessed = [r for r in run.run.results if r.guessed and r.first_start is not None]
-    inside = sum(
-        (r.estimate_earliest or 0.0) - 1e-6
-        <= (r.first_start or 0.0)
-        <= (r.estimate_latest or 0.0) + 1e-6
-        for r in guessed
-    )
+    inside = sum(started_inside(r) for r in guessed)
     scored = sum(r.estimate is not None for r in guessed)
     return f"{len(guessed)}: {inside} inside, {scored} told again on a rate"
 

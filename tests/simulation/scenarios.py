@@ -166,15 +166,21 @@ def estimate_quality(
             allowed = max(0.10 * wait, 2.0)
             ratios.append(error / allowed)
             errors.append(error)
-        if result.estimate_at is None:
+        if result.estimate_earliest is None:
             continue
         counted += 1
-        low = result.estimate_earliest or 0.0
-        high = result.estimate_latest or 0.0
-        if low - 1e-6 <= result.first_start <= high + 1e-6:
-            inside += 1
+        inside += started_inside(result)
     share = inside / counted if counted else 1.0
     return _percentile(ratios, 0.95), _percentile(errors, 0.95), share
+
+
+def started_inside(result: ClientResult) -> bool:
+    """Whether the client started inside the interval of its first answer with a place."""
+    low, high = result.estimate_earliest, result.estimate_latest
+    start = result.first_start
+    if low is None or high is None or start is None:
+        return False
+    return low - 1e-6 <= start <= high + 1e-6
 
 
 def scenario_1(count: int = 500) -> Scenario1:
