@@ -58,6 +58,13 @@ class OwnDownload:
     byte of the object; ``rate`` is bytes per second since it got its slot, ``None``
     unless it is active. ``download_id`` is the client's own ``Arkvory-Download-Id``
     (``None`` for a tool that sends none).
+
+    ``starts_guessed`` is true when that start was estimated on a guess of the link's
+    rate (nothing configured, nothing measured yet), as the poll's ``Queued.guessed``:
+    then only the interval is worth reading, and a page that showed the point like any
+    other would promise what a poll no longer does (ADR 0042). It is false for a
+    download that does not wait. It defaults to false so that a store written before
+    it still builds its values; the contract suite holds each store to setting it.
     """
 
     object_id: str
@@ -74,6 +81,7 @@ class OwnDownload:
     bytes_remaining: int
     rate: float | None
     since: float
+    starts_guessed: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -156,6 +156,7 @@ def test_a_person_sees_their_waiting_and_active_downloads_and_nothing_of_others(
         shown = {d["objectId"]: d for d in document["downloads"]}
         interval = shown["alice/toolchain-14.2.tar.zst"]
         assert interval["startsEarliest"] <= interval["startsAt"] <= interval["startsLatest"]
+        assert interval["startsGuessed"] is False  # this demo's link rate is configured
         assert_nothing_of_others(page.content(), steady)
         assert_nothing_of_others(json.dumps(document), steady)
 
@@ -316,6 +317,7 @@ def _waiting(object_id: str, download_class: str, lower: list[str], place: int) 
         "queueClass": download_class,
         "position": place,
         "startsAt": "2030-01-01T12:00:00.000Z",
+        "startsGuessed": False,
         "startsEarliest": "2030-01-01T11:59:00.000Z",
         "startsLatest": "2030-01-01T12:01:00.000Z",
         "startsInSeconds": 60.0,
@@ -329,6 +331,63 @@ def _waiting(object_id: str, download_class: str, lower: list[str], place: int) 
     }
 
 
+def _document(downloads: list[dict[str, Any]]) -> dict[str, Any]:
+    """The whole of ``GET /api`` around ``downloads`` (docs/api.md)."""
+    return {
+        "principal": "alice",
+        "at": "2030-01-01T11:59:00.000Z",
+        "total": len(downloads),
+        "shown": len(downloads),
+        "truncated": False,
+        "downloads": downloads,
+        "advice": {
+            "classHeader": "Arkvory-Download-Class",
+            "classOption": "arkvoryctl download --class CLASS URL",
+            "notAfterOption": "arkvoryctl download --not-after TIME URL",
+            "classWeights": {"interactive": 8, "release": 4, "bulk": 2, "background": 1},
+        },
+    }
+
+
+def _show(page: Page, demo: BusyDemo, document: dict[str, Any]) -> None:
+    """Replaces the page's JSON by ``document`` and opens the page: its own script draws
+    it, and nothing the demo's queue does changes what is shown."""
+    page.route(
+        demo.base_url + MINE + "api",
+        lambda route: route.fulfill(json=document, headers={"cache-control": "no-store"}),
+    )
+    page.goto(demo.base_url + MINE)
+
+
+def test_a_start_told_on_a_guessed_rate_is_called_a_first_guess(
+    browser: Browser, steady: BusyDemo
+) -> None:
+    """A start the server told on a guess of its link's rate (nothing configured, nothing
+    measured yet) is labelled in words as the waiting page labels it, "First guess of
+    the start"; any other start is the "Expected start" (ADR 0042)."""
+    guessed = _waiting("alice/guessed.iso", "interactive", [], 1) | {"startsGuessed": True}
+    told = _waiting("alice/told.iso", "interactive", [], 2)
+    context = as_person(browser, "alice", viewport=DESKTOP)
+    try:
+        page = context.new_page()
+        _show(page, steady, _document([guessed, told]))
+        page.wait_for_selector('li.download[data-object="alice/told.iso"]')
+        labels = page.evaluate(
+            """() => Object.fromEntries([...document.querySelectorAll('li.download')].map(
+                (li) => [li.dataset.object,
+                         li.querySelector('[data-field="start-label"]').textContent]))"""
+        )
+        assert labels == {
+            "alice/guessed.iso": "First guess of the start",
+            "alice/told.iso": "Expected start",
+        }
+        # Shown in words beside the start, not only present: no colour carries it.
+        start = page.locator('li.download[data-object="alice/guessed.iso"] .fact-start dt')
+        assert start.is_visible()
+    finally:
+        context.close()
+
+
 def test_each_download_is_offered_only_a_class_below_its_own(
     browser: Browser, steady: BusyDemo
 ) -> None:
@@ -340,28 +399,10 @@ def test_each_download_is_offered_only_a_class_below_its_own(
         _waiting(f"alice/{name}.iso", name, classes[rank + 1 :], rank + 1)
         for rank, name in enumerate(classes)
     ]
-    document = {
-        "principal": "alice",
-        "at": "2030-01-01T11:59:00.000Z",
-        "total": 4,
-        "shown": 4,
-        "truncated": False,
-        "downloads": downloads,
-        "advice": {
-            "classHeader": "Arkvory-Download-Class",
-            "classOption": "arkvoryctl download --class CLASS URL",
-            "notAfterOption": "arkvoryctl download --not-after TIME URL",
-            "classWeights": {"interactive": 8, "release": 4, "bulk": 2, "background": 1},
-        },
-    }
     context = as_person(browser, "alice", viewport=DESKTOP)
     try:
         page = context.new_page()
-        page.route(
-            steady.base_url + MINE + "api",
-            lambda route: route.fulfill(json=document, headers={"cache-control": "no-store"}),
-        )
-        page.goto(steady.base_url + MINE)
+        _show(page, steady, _document(downloads))
         page.wait_for_selector('li.download[data-object="alice/background.iso"]')
         offered = page.evaluate(
             """() => Object.fromEntries([...document.querySelectorAll('li.download')].map(

@@ -144,6 +144,29 @@ async def test_the_json_holds_the_principals_own_downloads_and_no_key_or_ticket(
     assert "ticket" not in text.lower() and "key" not in json.dumps(list(mine))
 
 
+async def test_the_json_says_when_a_start_is_a_first_guess(
+    scheduler: InMemoryDownloadScheduler, client: httpx.AsyncClient
+) -> None:
+    """Nothing configured and nothing measured, ann's start is told on a guess of the
+    link's rate, and the JSON says so beside it, as her poll's problem document does
+    (ADR 0042); once the rate is configured it is an expected start again."""
+
+    async def ann_waits() -> dict[str, object]:
+        response = await client.get(
+            "/downloads/mine/api", headers={"authorization": "Bearer ann-token"}
+        )
+        [mine] = response.json()["downloads"]
+        assert mine["state"] == "waiting"
+        return dict(mine)
+
+    guessed = await ann_waits()
+    assert guessed["startsGuessed"] is True
+    keys = list(guessed)
+    assert keys.index("startsGuessed") == keys.index("startsAt") + 1  # beside the start
+    await scheduler.configure(scheduler.settings.with_changes(bandwidth=10 * MIB))
+    assert (await ann_waits())["startsGuessed"] is False
+
+
 async def test_the_page_is_private_and_runs_only_its_own_script(
     client: httpx.AsyncClient,
 ) -> None:

@@ -50,6 +50,7 @@ def _describe(answers: Answers, session: Session, now: float, wall: float) -> Ow
     delivered = session.sent_bytes()  # with what responses still running sent
     position: int | None = None
     starts_at = earliest = latest = rate = None
+    guessed = False
     if session.state is WAITING:
         state = DownloadState.WAITING
         estimate = answers.estimate(session, now)
@@ -58,6 +59,7 @@ def _describe(answers: Answers, session: Session, now: float, wall: float) -> Ow
         starts_at = estimate.start + offset
         earliest = estimate.earliest + offset
         latest = estimate.latest + offset
+        guessed = not estimate.known  # as its poll is told (ADR 0042)
         since = wall - max(0.0, now - session.waiting_since)
     elif session.state is ACTIVE:
         state = DownloadState.ACTIVE
@@ -85,4 +87,5 @@ def _describe(answers: Answers, session: Session, now: float, wall: float) -> Ow
         bytes_remaining=session.remaining_bytes(),
         rate=rate,
         since=since,
+        starts_guessed=guessed,
     )

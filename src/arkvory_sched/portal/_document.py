@@ -3,11 +3,13 @@
 Only values: the port already decided what a principal may see (its own sessions, no
 key, no ticket). Wall times are RFC 3339 strings in UTC; ``startsInSeconds`` is the
 same start as a duration from ``at``, so a page shows "in N min" without trusting the
-browser's clock. Each download lists the classes it could be lowered to
-(``Arkvory-Download-Class``, R-CLASS-4): a client may only lower its class. The advice
-carries the class weights in force, so the page can say what lowering a class does:
-the waiting classes share the slots that free up by weight (R-STRAT-1), so a lower
-class still moves, at a smaller share.
+browser's clock. ``startsGuessed`` says the start was told on a guess of the link's
+rate, as the waiting answer's problem document does (ADR 0042): the page calls it a
+first guess rather than an expected start. Each download lists the classes it could be
+lowered to (``Arkvory-Download-Class``, R-CLASS-4): a client may only lower its class.
+The advice carries the class weights in force, so the page can say what lowering a
+class does: the waiting classes share the slots that free up by weight (R-STRAT-1), so
+a lower class still moves, at a smaller share.
 """
 
 from __future__ import annotations
@@ -61,6 +63,7 @@ def _download(download: OwnDownload, at: float) -> dict[str, object]:
         "queueClass": download.queue_class.value,
         "position": download.position,
         "startsAt": _time(download.starts_at),
+        "startsGuessed": download.starts_guessed,
         "startsEarliest": _time(download.starts_earliest),
         "startsLatest": _time(download.starts_latest),
         "startsInSeconds": None

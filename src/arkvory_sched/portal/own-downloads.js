@@ -121,6 +121,10 @@
       node.querySelector(".fact-position").hidden = true;
     }
     if (download.startsAt) {
+      // Told on a guess of the link's rate (nothing configured, nothing measured yet),
+      // the point is no promise: say so in words, as the waiting page does (ADR 0042).
+      field(node, "start-label").textContent =
+        download.startsGuessed ? "First guess of the start" : "Expected start";
       field(node, "starts").textContent = localTime(download.startsAt);
       const left = Math.max(0, download.startsInSeconds - elapsed);
       field(node, "starts-in").textContent = `(${inWords(left)})`;

@@ -85,6 +85,7 @@ class OwnDownloadsReader:
         left = max(0, size - (row["start_offset"] or 0) - covered)
         position: int | None = None
         starts_at = earliest = latest = rate = None
+        guessed = False
         if row["state"] == sql.WAITING and snapshot is not None:
             state = DownloadState.WAITING
             estimate = self._answers.estimate(
@@ -95,6 +96,7 @@ class OwnDownloadsReader:
             starts_at = estimate.start + offset
             earliest = estimate.earliest + offset
             latest = estimate.latest + offset
+            guessed = not estimate.known  # as its poll is told (ADR 0042)
             since = wall - max(0.0, now - row["waiting_since"])
         elif row["state"] == sql.ACTIVE:
             state = DownloadState.ACTIVE
@@ -122,4 +124,5 @@ class OwnDownloadsReader:
             bytes_remaining=left,
             rate=rate,
             since=since,
+            starts_guessed=guessed,
         )

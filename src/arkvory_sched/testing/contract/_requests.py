@@ -35,6 +35,7 @@ __all__ = [
     "big",
     "chunk",
     "deliver",
+    "four_busy_seconds",
     "keep_polling",
     "marked_pair_as_a_slot_frees",
     "queued",
@@ -121,6 +122,21 @@ async def rejected(scheduler: DownloadScheduler, request: DownloadRequest) -> Re
 
 async def deliver(scheduler: DownloadScheduler, decision: Admitted) -> None:
     await scheduler.report(decision.grant, Delivered(decision.grant.byte_range))
+
+
+async def four_busy_seconds(
+    scheduler: DownloadScheduler, clock: FakeClock, holder: Admitted, link: int
+) -> None:
+    """The holder reports its first three seconds at ``link`` bytes a second, then one
+    second at a time for three more, a tick after each: the rate can be read, and a
+    start is no longer told on a guess (ADR 0034, 0042)."""
+    clock.advance(1.0)
+    await scheduler.progress(holder.grant, 3 * link)
+    await scheduler.tick()
+    for _ in range(3):
+        clock.advance(1.0)
+        await scheduler.progress(holder.grant, link)
+        await scheduler.tick()
 
 
 def ticket_arrival(ticket: str | None) -> str:

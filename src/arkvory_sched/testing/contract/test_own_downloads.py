@@ -1,7 +1,8 @@
 """``downloads_of()`` on every implementation: a person's own downloads (issue #19).
 
 A principal sees each of its waiting and active downloads with the place and start its
-own client's next poll is told, and never anything of another principal's.
+own client's next poll is told, a start told on a guessed rate shown as one (ADR 0042),
+and never anything of another principal's.
 """
 
 from __future__ import annotations
@@ -21,7 +22,18 @@ from arkvory_sched import (
 )
 from arkvory_sched.testing import FakeClock, MakeScheduler, contract_settings
 
-from ._requests import BIG, RANGE, admitted, big, chunk, deliver, queued, serve_next
+from ._requests import (
+    BIG,
+    MIB,
+    RANGE,
+    admitted,
+    big,
+    chunk,
+    deliver,
+    four_busy_seconds,
+    queued,
+    serve_next,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -210,3 +222,54 @@ async def test_the_answer_is_capped_and_says_how_many_it_left_out(
     capped = await scheduler.downloads_of("ann", limit=2)
     assert [d.object_id for d in capped.downloads] == ["ann/0.iso", "ann/1.iso"]
     assert capped.total == 5 and capped.truncated
+
+
+async def test_a_start_told_on_a_guessed_rate_is_shown_as_a_guess_until_the_rate_is_read(
+    make_scheduler: MakeScheduler, clock: FakeClock
+) -> None:
+    """ADR 0042 on the page: nothing configured and nothing measured, ann's waiting
+    download is shown with its start as a guess, as her poll is told; after a few busy
+    seconds of her other download the rate is read, and neither the page nor the poll
+    calls the start a guess. The download that holds a slot is never a guess."""
+    link = 16 * MIB
+    scheduler = await make_scheduler(contract_settings(sessions=1))
+    holder = await admitted(scheduler, ann("dl-h", "isos/h.iso", size=10 * link))
+    waiting = ann("dl-w", "isos/w.iso")
+    await queued(scheduler, waiting)
+    for _ in range(2):  # the GET has not reported a byte yet: nothing is measured
+        clock.advance(1.0)
+        await scheduler.tick()
+    told = await poll(scheduler, waiting)
+    seen = by_object((await scheduler.downloads_of("ann")).downloads)
+    assert told.guessed
+    assert seen["isos/w.iso"].state is DownloadState.WAITING
+    assert seen["isos/w.iso"].starts_guessed
+    assert seen["isos/h.iso"].state is DownloadState.ACTIVE
+    assert not seen["isos/h.iso"].starts_guessed
+
+    await four_busy_seconds(scheduler, clock, holder, link)
+    told = await poll(scheduler, waiting)
+    seen = by_object((await scheduler.downloads_of("ann")).downloads)
+    assert not told.guessed
+    assert not seen["isos/w.iso"].starts_guessed
+    assert seen["isos/w.iso"].starts_at == pytest.approx(told.starts_at, abs=0.01)
+    await scheduler.report(holder.grant, Delivered(None))
+
+
+async def test_a_start_told_on_the_configured_rate_is_no_guess(
+    make_scheduler: MakeScheduler, clock: FakeClock
+) -> None:
+    """With the link's rate configured, a cold server's first starts rest on it: nothing
+    is measured yet, and ann's waiting download is not shown as a guess (ADR 0042)."""
+    scheduler = await make_scheduler(contract_settings(sessions=1, bandwidth=1 * MIB))
+    holder = await admitted(scheduler, big("curl", None, size=50 * MIB))  # 50 s of link
+    waiting = ann("dl-w", "isos/w.iso")
+    await queued(scheduler, waiting)
+    clock.advance(2.0)
+    await scheduler.tick()  # the GET has not reported a byte yet: nothing is measured
+    told = await poll(scheduler, waiting)
+    [shown] = (await scheduler.downloads_of("ann")).downloads
+    assert not told.guessed
+    assert shown.state is DownloadState.WAITING and not shown.starts_guessed
+    assert shown.starts_at == pytest.approx(told.starts_at, abs=0.01)
+    await scheduler.report(holder.grant, Delivered(None))

@@ -28,7 +28,7 @@ from dataclasses import replace
 
 import pytest
 
-from arkvory_sched import Admitted, ByteRange, Delivered, DownloadScheduler, Queued, RangeKind
+from arkvory_sched import ByteRange, Delivered, Queued, RangeKind
 from arkvory_sched.policy import IDLE_SLOT_GRACE_SECONDS, UNKNOWN_RATE_CHECK_SECONDS
 from arkvory_sched.testing import FakeClock, MakeScheduler, contract_settings
 
@@ -38,6 +38,7 @@ from ._requests import (
     MIB,
     admitted,
     big,
+    four_busy_seconds,
     marked_pair_as_a_slot_frees,
     queued,
 )
@@ -47,20 +48,6 @@ pytestmark = pytest.mark.anyio
 
 def _wait(answer: Queued, clock: FakeClock) -> float:
     return answer.starts_at - clock.wall()
-
-
-async def _four_busy_seconds(
-    scheduler: DownloadScheduler, clock: FakeClock, holder: Admitted, link: int
-) -> None:
-    """The holder reports its first three seconds at ``link`` bytes a second, then one
-    second at a time for three more, a tick after each: the rate can be read."""
-    clock.advance(1.0)
-    await scheduler.progress(holder.grant, 3 * link)
-    await scheduler.tick()
-    for _ in range(3):
-        clock.advance(1.0)
-        await scheduler.progress(holder.grant, link)
-        await scheduler.tick()
 
 
 async def test_a_tiny_read_does_not_push_a_start_hours_away(
@@ -204,7 +191,7 @@ async def test_a_cold_server_without_a_configured_rate_states_a_wide_interval_th
     )
     assert first.retry_after <= UNKNOWN_RATE_CHECK_SECONDS
     assert first.guessed  # and says so (ADR 0042)
-    await _four_busy_seconds(scheduler, clock, holder, link)
+    await four_busy_seconds(scheduler, clock, holder, link)
     later = await queued(scheduler, waiter)
     real_start = clock.wall() + 4.0
     assert later.starts_earliest <= real_start <= later.starts_latest
@@ -230,7 +217,7 @@ async def test_a_guessed_start_is_not_scored_the_first_start_told_on_a_rate_is(
     guess = await queued(scheduler, waiter)
     assert guess.guessed
     assert abs(guess.starts_at - (clock.wall() + 8.0)) > 2.0  # the guess is off
-    await _four_busy_seconds(scheduler, clock, holder, link)
+    await four_busy_seconds(scheduler, clock, holder, link)
     told = await queued(scheduler, waiter)
     assert not told.guessed
     clock.advance(4.0)  # the holder's last bytes go out at the link's rate
