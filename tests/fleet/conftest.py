@@ -608,6 +608,7 @@ class Download:
     position_answers: int = 0
     backwards: list[tuple[int, int]] = field(default_factory=list)  # (before, after)
     max_position: int = 0
+    placed_at_once: bool = False  # its first answer, as a newcomer, named a place
     started: float | None = None
     first_grant: float | None = None
     finished: float | None = None
@@ -689,7 +690,8 @@ async def fetch(
                     continue
                 body = await response.aread()
                 if status == 503:
-                    pause = _queued(download, response, body, traffic)
+                    newcomer = "Arkvory-Queue-Ticket" not in request_headers
+                    pause = _queued(download, response, body, traffic, newcomer=newcomer)
                 else:
                     traffic.reasons[f"{status}: {body[:120]!r}"] += 1
                     pause = 0.5
@@ -717,8 +719,16 @@ async def _receive(download: Download, response: httpx.Response, traffic: Traffi
         traffic.stop_streaming(download.download_id)
 
 
-def _queued(download: Download, response: httpx.Response, body: bytes, traffic: Traffic) -> float:
-    """Record a ``503`` answer; return how long it asks the client to wait."""
+def _queued(
+    download: Download,
+    response: httpx.Response,
+    body: bytes,
+    traffic: Traffic,
+    *,
+    newcomer: bool = False,
+) -> float:
+    """Record a ``503`` answer; return how long it asks the client to wait.
+    ``newcomer``: the request brought no ticket (the download's first)."""
     try:
         document = json.loads(body)
     except ValueError:
@@ -730,6 +740,7 @@ def _queued(download: Download, response: httpx.Response, body: bytes, traffic: 
     position = response.headers.get("arkvory-queue-position")
     if position is not None:
         value = int(position)
+        download.placed_at_once = download.placed_at_once or newcomer
         download.position_answers += 1
         download.max_position = max(download.max_position, value)
         if download.positions and value > download.positions[-1]:

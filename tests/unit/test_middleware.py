@@ -21,7 +21,7 @@ import random
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from email.utils import formatdate
 from functools import partial
@@ -42,14 +42,17 @@ from starlette.routing import Route
 from arkvory_sched import (
     ByteRange,
     Clock,
+    Decision,
     Delivered,
     DeliveryOutcome,
     DownloadClass,
+    DownloadRequest,
     Failed,
     Grant,
     InMemoryDownloadScheduler,
     Interrupted,
     PrincipalKind,
+    Queued,
     RangeKind,
     SchedulerSettings,
     SchedulerStats,
@@ -976,6 +979,38 @@ async def test_a_protocol_waiter_at_the_door_takes_the_slot_the_moment_it_frees(
     assert response.status_code == 200
     assert response.content == BIG
     assert harness.middleware.held == 0
+
+
+@pytest.mark.anyio
+async def test_a_held_newcomer_told_no_place_is_told_none_at_the_end_of_its_hold(
+    make: Build, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ADR 0017 point 5: a shared store tells a newcomer no place, since sessions that
+    arrive at once on several processes commit out of order. The re-asks of its hold
+    are polls and read a place; the answer at the end of the hold is still the first,
+    and names none either (the fleet test saw a place told so grow from 20 to 31)."""
+    harness = make(hold_seconds=LONG_HOLD, sessions=1)
+    scheduler = harness.scheduler
+    asked: set[str | None] = set()
+    admit = scheduler.admit
+
+    async def admit_as_a_shared_store(request: DownloadRequest) -> Decision:
+        decision = await admit(request)
+        newcomer = request.download_id not in asked
+        asked.add(request.download_id)
+        if newcomer and isinstance(decision, Queued):
+            return replace(decision, position=None)
+        return decision
+
+    monkeypatch.setattr(scheduler, "admit", admit_as_a_shared_store)
+    async with harness.client() as client:
+        await occupy_the_slot(client)
+        with anyio.fail_after(SETTLE_SECONDS):
+            newcomer = await fetch(client, user="svc-second", download_id="second")
+    assert scheduler.door_waits, "the newcomer was not held at the door"
+    assert newcomer.status_code == 503
+    assert "arkvory-queue-position" not in newcomer.headers
+    assert json.loads(newcomer.content).get("position") is None
 
 
 @pytest.mark.anyio

@@ -27,6 +27,7 @@ keys its session by the browser's place; the page is ``_waiting_page.py``.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import anyio
@@ -245,6 +246,11 @@ class DownloadSchedulerMiddleware:
         most :data:`NEWCOMER_CHECK_SECONDS`, the time its first answer is due by
         (R-EST-3): a person's ``arkvoryctl`` learns its place then, and is not left
         silent for the whole hold behind a holder that paused.
+
+        The answer at the end of a hold is still the request's first: where the store
+        told a newcomer no place (PostgreSQL: sessions arriving at once on several
+        processes commit out of order, ADR 0017 point 5), the place its re-asks read
+        in the meantime is left out too, or the client's next poll could show it grow.
         """
         settings = self._scheduler.settings
         if self._held >= settings.transfer_queue_limit or settings.hold_seconds <= 0:
@@ -268,6 +274,8 @@ class DownloadSchedulerMiddleware:
                 else:
                     await self._scheduler.wait_for_change(wait)
                 current = await self._scheduler.admit(request)
+            if isinstance(current, Queued) and decision.position is None:
+                return replace(current, position=None)
             return current
         finally:
             self._held -= 1

@@ -87,8 +87,13 @@ class SessionAdmission:
         when the request's admission began, so that a queue snapshot it read already
         serves as a fresh one (ADR 0040)."""
         cls = plan.download_class
-        now = self._clock.monotonic()
         async with self._connections.kept() as conn:
+            # Read once a connection is lent, not before: a newcomer's arrival (its
+            # place) is this moment, and a burst waits here for one of a few kept
+            # connections. Stamped before that wait, a session could commit after a
+            # waiter behind it had been told its place, and that place would grow on
+            # its next poll (ADR 0017 point 5).
+            now = self._clock.monotonic()
             if self._running.closed:
                 row = await conn.fetchrow(sql.SESSION_WITH_LEASE, key)
                 if row is not None and row["state"] == sql.ACTIVE:
